@@ -1,0 +1,62 @@
+# Clockwork's front door. On a fresh Debian 12 machine these are the only commands you need:
+#
+#   make test    install missing Debian packages, configure build/, build, run every test
+#   make demo    the same set-up, then run the demo
+#
+# Also: make docs (Doxygen HTML of the API and handouts), make bench (CPU-backend costs),
+# make build (no tests), make clean. Variables: BUILD=dir, PRESET=name (see CMakePresets.json).
+
+BUILD  ?= build
+PRESET ?= default
+JOBS   ?= $(shell nproc)
+
+# Debian packages the build needs. The CUDA toolkit is not in Debian's main archive: see README.
+PACKAGES := cmake ninja-build g++ make pkg-config libgtest-dev libboost-context-dev \
+            nlohmann-json3-dev libpcre2-dev libtorch-dev doxygen
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: test demo docs bench build configure deps clean
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+demo: configure
+	cmake --build $(BUILD) --target cudasim-showcase
+	$(BUILD)/bin/cudasim-showcase
+	@echo
+	@echo "The same program with a deliberate bug, a __syncthreads() inside a branch:"
+	@$(BUILD)/bin/cudasim-showcase --divergent; \
+	  status=$$?; echo "(exit status $$status: the CPU backend stopped the program)"; [ $$status -eq 70 ]
+
+docs: configure
+	cmake --build $(BUILD) --target docs
+
+bench: configure
+	cmake --build $(BUILD) --target cudasim-bench
+	$(BUILD)/bin/cudasim-bench
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+configure: deps
+	@if [ ! -f $(BUILD)/CMakeCache.txt ]; then \
+	  cmake --preset $(PRESET) -B $(BUILD); \
+	fi
+
+deps:
+	@missing=$$(for p in $(PACKAGES); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
+	  done); \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing Debian packages:" $$missing; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@command -v nvcc >/dev/null || [ -f /usr/local/cuda/include/cuda_runtime.h ] || [ -f /usr/include/cuda_runtime.h ] || { \
+	  echo "The CUDA toolkit's headers are missing (the CPU backend compiles kernels against them)."; \
+	  echo "Install the CUDA toolkit from NVIDIA's Debian 12 repository (package cuda-toolkit), see README."; \
+	  exit 1; }
+
+clean:
+	rm -rf $(BUILD)

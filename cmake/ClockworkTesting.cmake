@@ -1,0 +1,84 @@
+# Test registration. One ctest entry per test binary (not per test case), so a label's run pays
+# each binary's start-up once; GoogleTest prints every case and its failure messages.
+
+# Labels every test gets, so `ctest -L sim` / `ctest -L cuda` select a backend.
+set(CLOCKWORK_SKIP_REGEX "CLOCKWORK-SKIP:")
+
+function(_clockwork_register_test test_name target labels timeout)
+  add_test(NAME ${test_name} COMMAND ${target} --gtest_color=no)
+  set_tests_properties(${test_name} PROPERTIES
+    LABELS "${labels}"
+    TIMEOUT ${timeout}
+    SKIP_REGULAR_EXPRESSION "${CLOCKWORK_SKIP_REGEX}")
+endfunction()
+
+# clockwork_add_kernel_test(<name> SOURCES <.cu/.cpp>... [KERNEL_LIBS <base>...] [LIBS <lib>...]
+#                           [LABELS <label>...] [TIMEOUT <s>])
+#   Builds the test twice: <name>_sim for the CPU backend (ctest name <name>.sim, label sim) and,
+#   when nvcc is available, <name>_cuda (ctest name <name>.cuda, label cuda), which reports itself
+#   skipped when no CUDA device is present. KERNEL_LIBS names kernel libraries made by
+#   clockwork_add_kernel_library; the matching backend's variant is linked.
+#   Tests written as .cu files (they define kernels of their own) are compiled once per backend.
+#   Tests that only call launchers are .cpp files: they are compiled once, into an object library
+#   shared by both binaries, which matters when they include libtorch.
+function(clockwork_add_kernel_test name)
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;KERNEL_LIBS;LIBS;LABELS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  set(cu_sources "${T_SOURCES}")
+  list(FILTER cu_sources INCLUDE REGEX "\\.cu$")
+  if(cu_sources)
+    set(sim_sources ${T_SOURCES})
+    set(cuda_sources ${T_SOURCES})
+  else()
+    add_library(${name}_objs OBJECT ${T_SOURCES})
+    target_include_directories(${name}_objs PRIVATE ${PROJECT_SOURCE_DIR})
+    target_link_libraries(${name}_objs PRIVATE GTest::gtest CUDA::toolkit ${T_LIBS})
+    set(sim_sources $<TARGET_OBJECTS:${name}_objs>)
+    set(cuda_sources $<TARGET_OBJECTS:${name}_objs>)
+  endif()
+
+  cudasim_add_executable(${name}_sim ${sim_sources})
+  target_include_directories(${name}_sim PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(${name}_sim PRIVATE clockwork_test_main GTest::gtest ${T_LIBS})
+  foreach(lib IN LISTS T_KERNEL_LIBS)
+    target_link_libraries(${name}_sim PRIVATE ${lib}_sim)
+  endforeach()
+  _clockwork_register_test(${name}.sim ${name}_sim "sim;${T_LABELS}" ${T_TIMEOUT})
+
+  if(CLOCKWORK_HAVE_NVCC)
+    add_executable(${name}_cuda ${cuda_sources})
+    target_include_directories(${name}_cuda PRIVATE ${PROJECT_SOURCE_DIR})
+    target_link_libraries(${name}_cuda PRIVATE clockwork_test_main GTest::gtest CUDA::cudart ${T_LIBS})
+    foreach(lib IN LISTS T_KERNEL_LIBS)
+      target_link_libraries(${name}_cuda PRIVATE ${lib}_cuda)
+    endforeach()
+    _clockwork_register_test(${name}.cuda ${name}_cuda "cuda;${T_LABELS}" ${T_TIMEOUT})
+  endif()
+endfunction()
+
+# clockwork_add_kernel_library(<name> <.cu/.cpp>...)
+#   <name>_sim (CPU backend) and, with nvcc, <name>_cuda, from the same sources.
+function(clockwork_add_kernel_library name)
+  cudasim_add_library(${name}_sim ${ARGN})
+  target_include_directories(${name}_sim PUBLIC ${PROJECT_SOURCE_DIR})
+  if(CLOCKWORK_HAVE_NVCC)
+    add_library(${name}_cuda STATIC ${ARGN})
+    target_include_directories(${name}_cuda PUBLIC ${PROJECT_SOURCE_DIR})
+  endif()
+endfunction()
+
+# clockwork_add_host_test(<name> SOURCES <.cpp>... [LIBS <lib>...] [LABELS <label>...]
+#                         [TIMEOUT <s>])
+#   A plain C++ GoogleTest binary (no kernels), e.g. the safetensors reader or the tokenizer.
+function(clockwork_add_host_test name)
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  add_executable(${name} ${T_SOURCES})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(${name} PRIVATE GTest::gtest GTest::gtest_main ${T_LIBS})
+  _clockwork_register_test(${name} ${name} "${T_LABELS}" ${T_TIMEOUT})
+endfunction()

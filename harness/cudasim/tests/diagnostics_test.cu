@@ -1,0 +1,111 @@
+// Mistakes the CPU backend reports instead of computing garbage. Each one stops the process with
+// a message naming the kernel, block, thread and source line; these are death tests.
+// On a GPU these kernels hang or are undefined, so the CUDA build skips them.
+// The tests assert the source lines of the kernels below: keep the kernels where they are.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+__global__ void divergent_barrier(float* x) {
+  if (threadIdx.x < 16) {
+    x[threadIdx.x] = 1.f;
+    __syncthreads();  // reached by threads 0-15
+  } else {
+    x[threadIdx.x] = 2.f;
+    __syncthreads();  // reached by threads 16-31
+  }
+}
+
+__global__ void barrier_vs_shuffle(float* x) {
+  float v = x[threadIdx.x];
+  if (threadIdx.x == 0) {
+    __syncthreads();
+  } else {
+    v = __shfl_xor_sync(0xffffffffu, v, 1);  // lane 0 never arrives here
+  }
+  x[threadIdx.x] = v;
+}
+
+__global__ void mask_without_caller(int* x) {
+  x[threadIdx.x] = __shfl_sync(0x0000fffeu, x[threadIdx.x], 1);  // lane 0 is not in the mask
+}
+
+__global__ void mask_names_exited_lane(int* x) {
+  if (threadIdx.x >= 8) return;
+  x[threadIdx.x] = __shfl_down_sync(0xffffffffu, x[threadIdx.x], 1);
+}
+
+#ifdef __CUDASIM__  // ptxas rejects it at compile time ("too much shared data")
+__global__ void too_much_static_shared(float* x) {
+  __shared__ float big[16 * 1024];  // 64 KB
+  big[threadIdx.x] = 1.f;
+  x[threadIdx.x] = big[threadIdx.x];
+}
+#endif
+
+#ifdef __CUDASIM__  // device code cannot throw under nvcc
+__global__ void throws(int* x) {
+  if (threadIdx.x == 5) throw std::runtime_error("boom");
+  x[threadIdx.x] = 1;
+}
+#endif
+
+class Diagnostics : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifndef __CUDASIM__
+    GTEST_SKIP() << "CPU-backend diagnostics: these kernels hang or are undefined on a GPU";
+#endif
+    ASSERT_EQ(cudaMalloc(&buf, 1024 * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMemset(buf, 0, 1024 * sizeof(float)), cudaSuccess);
+  }
+  void TearDown() override { cudaFree(buf); }
+  float* buf = nullptr;
+  static constexpr int kExit = 70;  // cudasim::kDiagnosticExitStatus
+};
+
+TEST_F(Diagnostics, DivergentSyncthreadsNamesBothLines) {
+  // Launches go in lambdas: the commas of <<<...>>> would split a macro argument under nvcc.
+  auto run = [&] { divergent_barrier<<<1, 32>>>(buf); };
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(kExit),
+      "kernel 'divergent_barrier'.*block \\(0,0,0\\).*divergent __syncthreads.*"
+      "thread \\(0,0,0\\) waits at .*diagnostics_test.cu:13.*thread \\(16,0,0\\) waits at .*diagnostics_test.cu:16");
+}
+
+TEST_F(Diagnostics, BarrierAgainstShuffleIsADeadlock) {
+  auto run = [&] { barrier_vs_shuffle<<<1, 32>>>(buf); };
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(kExit),
+              "kernel 'barrier_vs_shuffle'.*deadlock.*__syncthreads at .*diagnostics_test.cu:23.*"
+              "__shfl_xor_sync at .*diagnostics_test.cu:25");
+}
+
+TEST_F(Diagnostics, ShuffleMaskMustIncludeTheCaller) {
+  auto run = [&] { mask_without_caller<<<1, 32>>>(reinterpret_cast<int*>(buf)); };
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(kExit),
+              "thread \\(0,0,0\\): __shfl_sync at .*diagnostics_test.cu:31 is called with mask 0xfffe.*does not "
+              "include the calling lane 0");
+}
+
+TEST_F(Diagnostics, ShuffleMaskNamingAnExitedLane) {
+  auto run = [&] { mask_names_exited_lane<<<1, 32>>>(reinterpret_cast<int*>(buf)); };
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(kExit),
+              "__shfl_down_sync at .*diagnostics_test.cu:36 uses mask 0xffffffff, which names lane 8.*"
+              "already exited");
+}
+
+TEST_F(Diagnostics, StaticSharedMemoryLimit) {
+#ifdef __CUDASIM__
+  auto run = [&] { too_much_static_shared<<<1, 32>>>(buf); };
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(kExit),
+              "kernel 'too_much_static_shared'.*65536 bytes.*diagnostics_test.cu:41.*49152 bytes");
+#endif
+}
+
+TEST_F(Diagnostics, UncaughtExceptionNamesTheThread) {
+#ifdef __CUDASIM__
+  auto run = [&] { throws<<<2, 32>>>(reinterpret_cast<int*>(buf)); };
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(kExit),
+              "kernel 'throws'.*block \\([01],0,0\\).*thread \\(5,0,0\\): uncaught exception: boom");
+#endif
+}
