@@ -1,0 +1,120 @@
+// The reference Llama forward pass, chained from the operators in ops.h exactly in the course's
+// block order:
+//   x = embed(ids)
+//   per layer:  a = RMSNorm(x; input_layernorm) -> q,k,v = a·W_{q,k,v}ᵀ -> RoPE(q), RoPE(k)
+//               -> o = causal GQA attention -> x += o·W_oᵀ
+//               -> f = RMSNorm(x; post_attention_layernorm) -> x += (silu(f·W_gateᵀ) ⊙
+//               f·W_upᵀ)·W_downᵀ
+//   out: RMSNorm(last row of x; model.norm) -> logits = x_last·W_lmᵀ -> next id = argmax.
+//
+// Precision policy: weights stay in the checkpoint's dtype (bf16 for Llama-3) wherever the lookup
+// keeps them, and each weight is widened to fp32 only while its own op runs, so an 8B model needs
+// its 16 GB of bf16 plus about one layer's worth of fp32 temporaries. Activations and every
+// accumulation are fp32. Kernels are compared against these fp32 values.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "milestones/milestone1/config.h"
+#include "reference/ops.h"
+
+namespace clockwork::ref {
+
+/// Returns the tensor stored under a HuggingFace name (e.g. "model.layers.0.mlp.up_proj.weight"),
+/// or an undefined tensor when there is none. Any floating dtype is accepted.
+using WeightLookup = std::function<torch::Tensor(const std::string& name)>;
+
+/// "model.layers.{layer}.{suffix}", e.g. layer_weight_name(3, "self_attn.q_proj.weight").
+std::string layer_weight_name(int64_t layer, const std::string& suffix);
+
+/// One checkpoint tensor: its HuggingFace name and shape.
+struct WeightSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+/// Every tensor a checkpoint of this configuration holds, in checkpoint order (lm_head.weight only
+/// when the embeddings are not tied).
+std::vector<WeightSpec> weight_specs(const ModelConfig& config);
+
+/// Random bf16 weights for every name in weight_specs(config), seeded, scaled so that activations
+/// stay O(1) through the layers: projections N(0, 1/in_features), norms 1 + N(0, 0.1²),
+/// embeddings N(0, 1). For tests of small models.
+std::map<std::string, torch::Tensor> random_weights(const ModelConfig& config, uint64_t seed);
+
+/// A lookup over a name -> tensor map (undefined tensor for a missing name).
+WeightLookup lookup_from_map(std::map<std::string, torch::Tensor> weights);
+
+/// What to keep besides the per-layer outputs.
+struct ForwardOptions {
+  bool capture = false;                 ///< fill ForwardResult::layers
+  std::vector<int64_t> capture_layers;  ///< with capture: only these layers (empty = all)
+};
+
+/// Intermediate values inside one decoder layer (s = sequence length).
+struct LayerCapture {
+  int64_t layer = -1;
+  torch::Tensor attn_norm;      // [s, d]        RMSNorm(x; input_layernorm)
+  torch::Tensor q_proj;         // [s, h*h_d]    attn_norm · W_qᵀ, before RoPE
+  torch::Tensor k_proj;         // [s, h_k*h_d]  attn_norm · W_kᵀ, before RoPE
+  torch::Tensor q;              // [s, h*h_d]    after RoPE
+  torch::Tensor k;              // [s, h_k*h_d]  after RoPE
+  torch::Tensor v;              // [s, h_k*h_d]  attn_norm · W_vᵀ
+  torch::Tensor attn;           // [s, h*h_d]    attention output, heads concatenated
+  torch::Tensor attn_out;       // [s, d]        attn · W_oᵀ (before the residual add)
+  torch::Tensor attn_residual;  // [s, d]        x + attn_out
+  torch::Tensor ffn_norm;       // [s, d]        RMSNorm(attn_residual; post_attention_layernorm)
+  torch::Tensor ffn_hidden;     // [s, d_ff]     silu(gate) ⊙ up
+  torch::Tensor ffn_out;        // [s, d]        ffn_hidden · W_downᵀ (before the residual add)
+};
+
+/// Result of one full forward pass over s tokens.
+struct ForwardResult {
+  torch::Tensor embeddings;           // [s, d]  input of layer 0
+  std::vector<torch::Tensor> hidden;  // L × [s, d]  residual stream after each decoder layer
+  std::vector<LayerCapture> layers;   // captured layers, in layer order (empty without capture)
+  torch::Tensor final_norm_last;      // [d]  RMSNorm(last row; model.norm.weight)
+  torch::Tensor logits;               // [V]  logits of the last position
+  int64_t next_token = -1;            // argmax(logits)
+};
+
+/// Greedy generation without a KV cache.
+struct GenerateResult {
+  std::vector<int64_t> tokens;        // the new tokens, in order
+  std::vector<torch::Tensor> logits;  // [V] per step: the logits each token was chosen from
+};
+
+/// A Llama model over a weight lookup. Shapes are checked on every use against the config; a
+/// missing or misshapen weight throws std::invalid_argument with the name, Expected and Actual.
+class Model {
+ public:
+  Model(ModelConfig config, WeightLookup weights);
+
+  const ModelConfig& config() const { return config_; }
+  int64_t head_dim() const { return head_dim_; }
+
+  /// Full forward pass.  ids [s] int64 (s >= 1).
+  ForwardResult forward(const torch::Tensor& ids, const ForwardOptions& options = {}) const;
+  ForwardResult forward(const std::vector<int64_t>& ids, const ForwardOptions& options = {}) const;
+
+  /// Appends up to n_new argmax tokens, re-running the whole sequence for each one (s, s+1, ...).
+  /// Stops early after emitting any id in stop_ids (that id is included in the result).
+  GenerateResult generate_greedy(const std::vector<int64_t>& prompt, int64_t n_new,
+                                 const std::vector<int64_t>& stop_ids = {}) const;
+
+  /// The named weight, checked against `shape`.
+  torch::Tensor weight(const std::string& name, const std::vector<int64_t>& shape) const;
+
+ private:
+  ModelConfig config_;
+  WeightLookup weights_;
+  int64_t head_dim_ = 0;
+};
+
+}  // namespace clockwork::ref

@@ -1,0 +1,348 @@
+// Wrong-on-purpose versions of the reference operators (see pitfalls.h).
+#include "reference/pitfalls.h"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <utility>
+
+#include "reference/detail.h"
+
+namespace clockwork::ref {
+
+using detail::require;
+using detail::shape_str;
+
+namespace {
+
+torch::Tensor f32(const torch::Tensor& t) {
+  return t.to(torch::kFloat);
+}
+
+// Which columns of each score row get −inf.
+enum class Mask {
+  kCausal,            // column > row position (correct)
+  kNone,              // nothing
+  kDiagonalOnly,      // column == row position
+  kIncludesDiagonal,  // column >= row position (off by one)
+};
+
+// One attention with switchable mistakes; the defaults give the correct result.
+struct AttentionVariant {
+  Mask mask = Mask::kCausal;
+  bool stable_softmax = true;
+  bool kv_modulo = false;     // query head i uses KV head i mod h_k
+  bool per_head_in = false;   // q, k, v memory read as [n, s, h_d]
+  bool per_head_out = false;  // O memory [h, s, h_d] returned as [s, h*h_d]
+  bool scale = true;          // divide scores by sqrt(h_d)
+};
+
+torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        int64_t n_heads, int64_t n_kv_heads, const AttentionVariant& var) {
+  detail::check_attention_shapes("attention pitfall", q, k, v, n_heads, n_kv_heads);
+  const int64_t s_q = q.size(0);
+  const int64_t s_k = k.size(0);
+  const int64_t head_dim = q.size(1) / n_heads;
+
+  auto split = [&](const torch::Tensor& t, int64_t n) {  // -> [n, s, h_d]
+    return var.per_head_in ? f32(t).contiguous().reshape({n, t.size(0), head_dim})
+                           : ref::to_heads(f32(t), n);
+  };
+  const torch::Tensor qh = split(q, n_heads);
+  const torch::Tensor kh = split(k, n_kv_heads);
+  const torch::Tensor vh = split(v, n_kv_heads);
+
+  std::vector<int64_t> group(static_cast<size_t>(n_heads));
+  for (int64_t i = 0; i < n_heads; ++i) {
+    group[i] = var.kv_modulo ? i % n_kv_heads : ref::kv_head_for(i, n_heads, n_kv_heads);
+  }
+  const torch::Tensor g = torch::tensor(group, torch::kLong).to(q.device());
+  const torch::Tensor kg = kh.index_select(0, g);
+  const torch::Tensor vg = vh.index_select(0, g);
+
+  torch::Tensor scores = torch::matmul(qh, kg.transpose(1, 2));  // [h, s_q, s_k]
+  if (var.scale) scores = scores / std::sqrt(static_cast<double>(head_dim));
+
+  const auto idx = torch::TensorOptions().dtype(torch::kLong).device(q.device());
+  const torch::Tensor row_pos = (torch::arange(s_q, idx) + (s_k - s_q)).unsqueeze(1);  // [s_q, 1]
+  const torch::Tensor col = torch::arange(s_k, idx).unsqueeze(0);                      // [1, s_k]
+  torch::Tensor masked;
+  switch (var.mask) {
+    case Mask::kCausal:
+      masked = col > row_pos;
+      break;
+    case Mask::kNone:
+      masked = torch::zeros({s_q, s_k}, idx.dtype(torch::kBool));
+      break;
+    case Mask::kDiagonalOnly:
+      masked = col == row_pos;
+      break;
+    case Mask::kIncludesDiagonal:
+      masked = col >= row_pos;
+      break;
+  }
+  scores = scores.masked_fill(masked, -std::numeric_limits<float>::infinity());
+
+  const torch::Tensor probs =
+      var.stable_softmax ? ref::softmax_rows(scores) : wrong::softmax_no_max(scores);
+  const torch::Tensor o = torch::matmul(probs, vg).contiguous();  // [h, s_q, h_d]
+  return var.per_head_out ? o.reshape({s_q, n_heads * head_dim}) : ref::from_heads(o);
+}
+
+torch::Tensor correct_rope(const torch::Tensor& x, const torch::Tensor& positions, int64_t n_heads,
+                           double theta, const std::optional<RopeScaling>& scaling) {
+  require(x.dim() == 2 && n_heads > 0 && x.size(1) % n_heads == 0,
+          "rope: expected x [s, n_heads*h_d], got " + shape_str(x));
+  return ref::apply_rope(x, ref::rope_tables(positions, x.size(1) / n_heads, theta, scaling),
+                         n_heads);
+}
+
+std::vector<Pitfall> make_table() {
+  std::vector<Pitfall> t;
+  t.reserve(32);  // add() hands out references into t
+  auto add = [&t](std::string name, int item, std::string message) -> Pitfall& {
+    Pitfall p;
+    p.name = std::move(name);
+    p.course_item = item;
+    p.message = std::move(message);
+    t.push_back(std::move(p));
+    return t.back();
+  };
+
+  add("linear_no_transpose", 6,
+      "Your output equals X·W instead of X·Wᵀ: checkpoint weights are stored (out_features, "
+      "in_features), so output element (i, j) is row i of X dotted with row j of W.")
+      .linear = wrong::linear_no_transpose;
+  add("rms_norm_no_gamma", 5,
+      "Your RMSNorm output is missing the multiply by γ: scale element j of every row by "
+      "weight[j] of the layer's norm.")
+      .rms_norm = wrong::rms_norm_no_gamma;
+  add("rms_norm_eps_outside", 5,
+      "You added ε outside the square root, x / (sqrt(mean(x²)) + ε); RMSNorm is "
+      "x / sqrt(mean(x²) + ε) · γ.")
+      .rms_norm = wrong::rms_norm_eps_outside;
+
+  Pitfall& softmax = add("softmax_no_max", 1,
+                         "Your softmax exponentiates the raw scores: subtract each row's maximum "
+                         "before exp, otherwise large scores overflow to inf and NaN.");
+  softmax.softmax = wrong::softmax_no_max;
+  softmax.attention = wrong::attention_softmax_no_max;
+
+  add("rope_interleaved", 2,
+      "Your RoPE rotates even/odd pairs (x_2i, x_2i+1); Llama pairs element i with element "
+      "i + h_d/2 of the same head (first half with second half).")
+      .rope = wrong::rope_interleaved;
+  add("rope_base_10000", 3,
+      "Your RoPE uses base 10000; use the model's rope_theta (500000 for Llama 3): "
+      "θ_i = rope_theta^(−2i/h_d).")
+      .rope = wrong::rope_base_10000;
+
+  add("norm_weight_reused", 4,
+      "Both norms of a layer used input_layernorm.weight; the norm before the FFN must use "
+      "post_attention_layernorm.weight.")
+      .weights = wrong::norm_weight_reused;
+
+  add("mask_missing", 7,
+      "No causal mask reached the scores: row p must not see columns q > p (masking only the "
+      "last row has this same effect, since the last row has nothing to hide).")
+      .attention = wrong::attention_no_mask;
+  add("mask_diagonal_only", 7,
+      "Your mask hides only the diagonal (column p of row p); it must hide every column q > p "
+      "and keep q = p.")
+      .attention = wrong::attention_mask_diagonal_only;
+  add("mask_includes_diagonal", 7,
+      "Your mask also hides the diagonal (q >= p instead of q > p): every position must attend "
+      "to itself, and the first row becomes all −inf, hence NaN.")
+      .attention = wrong::attention_mask_includes_diagonal;
+
+  add("lm_head_all_rows", 8,
+      "You projected all s rows through lm_head (an [s, V] result); only the last row is needed: "
+      "one GEMV giving [V] logits.")
+      .lm_head = wrong::lm_head_all_rows;
+
+  add("gqa_head_modulo", 9,
+      "Query head i used KV head i mod h_k; it must use KV head ⌊i / (h/h_k)⌋, so that "
+      "consecutive groups of h/h_k query heads share one KV head.")
+      .attention = wrong::attention_gqa_modulo;
+  add("layout_per_head_memory", 9,
+      "You addressed Q, K, V and the output as if their memory were per-head [h, s, h_d]; the "
+      "projections write the flat layout [s, h·h_d], where head j of row p starts at "
+      "p·h·h_d + j·h_d.")
+      .attention = wrong::attention_per_head_memory;
+  add("layout_output_per_head", 9,
+      "Your attention output was written per head [h, s, h_d], but o_proj reads the flat layout "
+      "[s, h·h_d]: row p holds every head of position p, one after the other.")
+      .attention = wrong::attention_output_per_head;
+
+  add("attention_no_scale", 0,
+      "Your attention scores were not divided by sqrt(h_d) before the softmax.")
+      .attention = wrong::attention_no_scale;
+  return t;
+}
+
+Pitfall make_correct() {
+  Pitfall p;
+  p.name = "correct";
+  p.message = "the reference operators";
+  p.linear = ref::linear;
+  p.rms_norm = ref::rms_norm;
+  p.softmax = ref::softmax_rows;
+  p.rope = correct_rope;
+  p.attention = ref::causal_gqa_attention;
+  p.lm_head = [](const torch::Tensor& x, const torch::Tensor& w) {
+    return ref::lm_head(ref::last_row(x), w);
+  };
+  p.weights = [](WeightLookup w) { return w; };
+  return p;
+}
+
+}  // namespace
+
+const std::vector<Pitfall>& pitfalls() {
+  static const std::vector<Pitfall> table = make_table();
+  return table;
+}
+
+const Pitfall& find_pitfall(std::string_view name) {
+  for (const Pitfall& p : pitfalls()) {
+    if (p.name == name) return p;
+  }
+  throw std::invalid_argument("find_pitfall: no pitfall named '" + std::string(name) + "'");
+}
+
+const Pitfall& correct_ops() {
+  static const Pitfall p = make_correct();
+  return p;
+}
+
+namespace wrong {
+
+torch::Tensor linear_no_transpose(const torch::Tensor& x, const torch::Tensor& w) {
+  require(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1),
+          "linear_no_transpose: expected x [m, k] and w [n, k], got x " + shape_str(x) + " and w " +
+              shape_str(w));
+  // The n·k weights read row-major as a [k, n] matrix.
+  return torch::matmul(f32(x), f32(w).contiguous().reshape({w.size(1), w.size(0)}));
+}
+
+torch::Tensor rms_norm_no_gamma(const torch::Tensor& x, const torch::Tensor& gamma, double eps) {
+  return ref::rms_norm(x, torch::ones_like(f32(gamma)), eps);
+}
+
+torch::Tensor rms_norm_eps_outside(const torch::Tensor& x, const torch::Tensor& gamma, double eps) {
+  require(x.dim() >= 1 && gamma.dim() == 1 && x.size(-1) == gamma.size(0),
+          "rms_norm_eps_outside: expected x [s, d] and gamma [d], got x " + shape_str(x) +
+              " and gamma " + shape_str(gamma));
+  const torch::Tensor xf = f32(x);
+  const torch::Tensor rms = xf.pow(2).mean(-1, /*keepdim=*/true).sqrt();
+  return xf / (rms + eps) * f32(gamma).to(xf.device());
+}
+
+torch::Tensor softmax_no_max(const torch::Tensor& scores) {
+  const torch::Tensor e = f32(scores).exp();
+  return e / e.sum(-1, /*keepdim=*/true);
+}
+
+torch::Tensor rope_interleaved(const torch::Tensor& x, const torch::Tensor& positions,
+                               int64_t n_heads, double theta,
+                               const std::optional<RopeScaling>& scaling) {
+  require(x.dim() == 2 && n_heads > 0 && x.size(1) % n_heads == 0 && (x.size(1) / n_heads) % 2 == 0,
+          "rope_interleaved: expected x [s, n_heads*h_d] with h_d even, got " + shape_str(x));
+  const int64_t s = x.size(0);
+  const int64_t head_dim = x.size(1) / n_heads;
+  const RopeTables tab = ref::rope_tables(positions, head_dim, theta, scaling);
+  require(tab.cos.size(0) == s, "rope_interleaved: one position per row expected");
+  // [s, n, h_d/2, 2]: element 2i and 2i+1 of each head side by side.
+  const torch::Tensor pairs = f32(x).reshape({s, n_heads, head_dim / 2, 2});
+  const torch::Tensor even = pairs.select(3, 0);
+  const torch::Tensor odd = pairs.select(3, 1);
+  const torch::Tensor c = tab.cos.to(x.device()).unsqueeze(1);  // [s, 1, h_d/2]
+  const torch::Tensor sn = tab.sin.to(x.device()).unsqueeze(1);
+  return torch::stack({even * c - odd * sn, even * sn + odd * c}, 3).reshape({s, x.size(1)});
+}
+
+torch::Tensor rope_base_10000(const torch::Tensor& x, const torch::Tensor& positions,
+                              int64_t n_heads, double /*theta*/,
+                              const std::optional<RopeScaling>& scaling) {
+  return correct_rope(x, positions, n_heads, 10000.0, scaling);
+}
+
+torch::Tensor attention_gqa_modulo(const torch::Tensor& q, const torch::Tensor& k,
+                                   const torch::Tensor& v, int64_t n_heads, int64_t n_kv_heads) {
+  AttentionVariant var;
+  var.kv_modulo = true;
+  return attention(q, k, v, n_heads, n_kv_heads, var);
+}
+
+torch::Tensor attention_no_mask(const torch::Tensor& q, const torch::Tensor& k,
+                                const torch::Tensor& v, int64_t n_heads, int64_t n_kv_heads) {
+  AttentionVariant var;
+  var.mask = Mask::kNone;
+  return attention(q, k, v, n_heads, n_kv_heads, var);
+}
+
+torch::Tensor attention_mask_diagonal_only(const torch::Tensor& q, const torch::Tensor& k,
+                                           const torch::Tensor& v, int64_t n_heads,
+                                           int64_t n_kv_heads) {
+  AttentionVariant var;
+  var.mask = Mask::kDiagonalOnly;
+  return attention(q, k, v, n_heads, n_kv_heads, var);
+}
+
+torch::Tensor attention_mask_includes_diagonal(const torch::Tensor& q, const torch::Tensor& k,
+                                               const torch::Tensor& v, int64_t n_heads,
+                                               int64_t n_kv_heads) {
+  AttentionVariant var;
+  var.mask = Mask::kIncludesDiagonal;
+  return attention(q, k, v, n_heads, n_kv_heads, var);
+}
+
+torch::Tensor attention_softmax_no_max(const torch::Tensor& q, const torch::Tensor& k,
+                                       const torch::Tensor& v, int64_t n_heads,
+                                       int64_t n_kv_heads) {
+  AttentionVariant var;
+  var.stable_softmax = false;
+  return attention(q, k, v, n_heads, n_kv_heads, var);
+}
+
+torch::Tensor attention_no_scale(const torch::Tensor& q, const torch::Tensor& k,
+                                 const torch::Tensor& v, int64_t n_heads, int64_t n_kv_heads) {
+  AttentionVariant var;
+  var.scale = false;
+  return attention(q, k, v, n_heads, n_kv_heads, var);
+}
+
+torch::Tensor attention_per_head_memory(const torch::Tensor& q, const torch::Tensor& k,
+                                        const torch::Tensor& v, int64_t n_heads,
+                                        int64_t n_kv_heads) {
+  AttentionVariant var;
+  var.per_head_in = true;
+  var.per_head_out = true;
+  return attention(q, k, v, n_heads, n_kv_heads, var);
+}
+
+torch::Tensor attention_output_per_head(const torch::Tensor& q, const torch::Tensor& k,
+                                        const torch::Tensor& v, int64_t n_heads,
+                                        int64_t n_kv_heads) {
+  AttentionVariant var;
+  var.per_head_out = true;
+  return attention(q, k, v, n_heads, n_kv_heads, var);
+}
+
+torch::Tensor lm_head_all_rows(const torch::Tensor& x_normed, const torch::Tensor& w) {
+  return ref::linear(x_normed, w);
+}
+
+WeightLookup norm_weight_reused(WeightLookup weights) {
+  static const std::string kPost = "post_attention_layernorm.weight";
+  static const std::string kInput = "input_layernorm.weight";
+  return [w = std::move(weights)](const std::string& name) {
+    const bool post = name.size() >= kPost.size() &&
+                      name.compare(name.size() - kPost.size(), kPost.size(), kPost) == 0;
+    return post ? w(name.substr(0, name.size() - kPost.size()) + kInput) : w(name);
+  };
+}
+
+}  // namespace wrong
+
+}  // namespace clockwork::ref

@@ -1,0 +1,139 @@
+// Known student mistakes, computed on purpose. Each entry of pitfalls() computes the WRONG result
+// a typical bug produces, so a checker that finds a student's output far from the reference can
+// test whether it matches one of these and say why ("your output equals X·W instead of X·Wᵀ").
+//
+// Every entry fills only the callables of the operator(s) its mistake affects; the others are
+// empty. Each callable takes the same arguments as its correct counterpart:
+//   linear    ↔ ref::linear(x, w)
+//   rms_norm  ↔ ref::rms_norm(x, gamma, eps)
+//   softmax   ↔ ref::softmax_rows(scores)
+//   rope      ↔ ref::apply_rope(x, ref::rope_tables(positions, h_d, theta, scaling), n_heads)
+//   attention ↔ ref::causal_gqa_attention(q, k, v, h, h_k)
+//   lm_head   ↔ ref::lm_head(ref::last_row(x_normed), w)   (the pitfall returns [s, V])
+//   weights   ↔ the unchanged lookup (model level: Model(config, p.weights(lookup)))
+// correct_ops() is the same table row filled with the correct operators.
+//
+// A wrong result can coincide with the correct one for some inputs; choose inputs that separate
+// them (tests/test_model_pitfalls.cpp shows one for each):
+//   * linear_no_transpose: any shape; for a square W it is exactly X·W.
+//   * rms_norm_eps_outside: only visible when mean(x²) is comparable to ε (rows with values around
+//     1e-3, like Llama-3's embedding rows); for O(1) rows it differs by ~ε/2 relative.
+//   * softmax_no_max: only different when exp overflows (scores above ~88 in fp32).
+//   * rope_*: position 0 is never rotated; use s > 1. rope_base_10000 equals RoPE when theta is
+//   1e4.
+//   * gqa_head_modulo: needs 1 < h_k < h. layout_*: needs s > 1 and h > 1. masks: need s > 1.
+//   * mask_includes_diagonal makes the first row NaN (every score masked).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "reference/model.h"
+#include "reference/ops.h"
+
+namespace clockwork::ref {
+
+using LinearFn = std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& w)>;
+using RmsNormFn =
+    std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& gamma, double eps)>;
+using SoftmaxFn = std::function<torch::Tensor(const torch::Tensor& scores)>;
+using RopeFn = std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& positions,
+                                           int64_t n_heads, double theta,
+                                           const std::optional<RopeScaling>& scaling)>;
+using AttentionFn =
+    std::function<torch::Tensor(const torch::Tensor& q, const torch::Tensor& k,
+                                const torch::Tensor& v, int64_t n_heads, int64_t n_kv_heads)>;
+using LmHeadFn =
+    std::function<torch::Tensor(const torch::Tensor& x_normed, const torch::Tensor& w)>;
+using WeightsFn = std::function<WeightLookup(WeightLookup)>;
+
+/// One known mistake: a short name, the message a student sees, and the wrong computation.
+struct Pitfall {
+  std::string name;     // e.g. "linear_no_transpose"
+  std::string message;  // one student-facing sentence saying what is wrong and what is right
+  int course_item = 0;  // number in the course's pitfall list (0: not in the list)
+
+  LinearFn linear;
+  RmsNormFn rms_norm;
+  SoftmaxFn softmax;
+  RopeFn rope;
+  AttentionFn attention;
+  LmHeadFn lm_head;
+  WeightsFn weights;
+};
+
+/// Every known pitfall, in a fixed order.
+const std::vector<Pitfall>& pitfalls();
+
+/// The pitfall with this name; throws std::invalid_argument for an unknown name.
+const Pitfall& find_pitfall(std::string_view name);
+
+/// The correct operators in the same form (name "correct"), for side-by-side use.
+const Pitfall& correct_ops();
+
+/// The wrong computations themselves. Shapes are those of the correct op unless stated.
+namespace wrong {
+
+/// X·W with W's memory read as [k, n] (a kernel indexing w[kk*n + j]): for square W exactly X·W.
+///   x [m, k], w [n, k] -> [m, n].
+torch::Tensor linear_no_transpose(const torch::Tensor& x, const torch::Tensor& w);
+
+/// x / sqrt(mean(x²) + eps), no γ.  x [s, d], gamma [d] (unused) -> [s, d].
+torch::Tensor rms_norm_no_gamma(const torch::Tensor& x, const torch::Tensor& gamma, double eps);
+
+/// x / (sqrt(mean(x²)) + eps) · γ: ε added to the root instead of under it.  -> [s, d].
+torch::Tensor rms_norm_eps_outside(const torch::Tensor& x, const torch::Tensor& gamma, double eps);
+
+/// exp(x) / Σ exp(x) without subtracting the row max (overflows to inf/NaN).  [..., n].
+torch::Tensor softmax_no_max(const torch::Tensor& scores);
+
+/// RoPE pairing (x_{2i}, x_{2i+1}) with angle p·θ_i.  x [s, n*h_d] -> [s, n*h_d].
+torch::Tensor rope_interleaved(const torch::Tensor& x, const torch::Tensor& positions,
+                               int64_t n_heads, double theta,
+                               const std::optional<RopeScaling>& scaling);
+
+/// Correct pairing but base 10000 whatever theta says.  x [s, n*h_d] -> [s, n*h_d].
+torch::Tensor rope_base_10000(const torch::Tensor& x, const torch::Tensor& positions,
+                              int64_t n_heads, double theta,
+                              const std::optional<RopeScaling>& scaling);
+
+/// Attention mistakes; all take q [s_q, h*h_d], k, v [s_k, h_k*h_d] and return [s_q, h*h_d].
+torch::Tensor attention_gqa_modulo(const torch::Tensor& q, const torch::Tensor& k,
+                                   const torch::Tensor& v, int64_t n_heads, int64_t n_kv_heads);
+torch::Tensor attention_no_mask(const torch::Tensor& q, const torch::Tensor& k,
+                                const torch::Tensor& v, int64_t n_heads, int64_t n_kv_heads);
+torch::Tensor attention_mask_diagonal_only(const torch::Tensor& q, const torch::Tensor& k,
+                                           const torch::Tensor& v, int64_t n_heads,
+                                           int64_t n_kv_heads);
+torch::Tensor attention_mask_includes_diagonal(const torch::Tensor& q, const torch::Tensor& k,
+                                               const torch::Tensor& v, int64_t n_heads,
+                                               int64_t n_kv_heads);
+torch::Tensor attention_softmax_no_max(const torch::Tensor& q, const torch::Tensor& k,
+                                       const torch::Tensor& v, int64_t n_heads, int64_t n_kv_heads);
+torch::Tensor attention_no_scale(const torch::Tensor& q, const torch::Tensor& k,
+                                 const torch::Tensor& v, int64_t n_heads, int64_t n_kv_heads);
+/// Q, K, V and O all addressed as if the memory were per-head [h, s, h_d].
+torch::Tensor attention_per_head_memory(const torch::Tensor& q, const torch::Tensor& k,
+                                        const torch::Tensor& v, int64_t n_heads,
+                                        int64_t n_kv_heads);
+/// Inputs read correctly, but O written per head [h, s_q, h_d] and returned as that memory.
+torch::Tensor attention_output_per_head(const torch::Tensor& q, const torch::Tensor& k,
+                                        const torch::Tensor& v, int64_t n_heads,
+                                        int64_t n_kv_heads);
+
+/// Every row projected: x_normed [s, d], w [V, d] -> [s, V] (the shape gives it away).
+torch::Tensor lm_head_all_rows(const torch::Tensor& x_normed, const torch::Tensor& w);
+
+/// A lookup that answers post_attention_layernorm.weight with the same layer's
+/// input_layernorm.weight (one norm weight for both norms).
+WeightLookup norm_weight_reused(WeightLookup weights);
+
+}  // namespace wrong
+
+}  // namespace clockwork::ref
