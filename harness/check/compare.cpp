@@ -555,8 +555,11 @@ int match_pitfall(const CompareReport& vs_ref, const std::vector<float>& got,
     if (compare(out, expected, shape, tol).ok()) continue;  // same as the reference here
     const CompareReport vs_c = compare(got, out, shape, tol);
     const bool is_exact = vs_c.ok();
-    const bool close =
-        vs_c.bad <= vs_ref.bad && vs_c.nmse <= 1e-3 * vs_ref.nmse && vs_c.nmse <= 1e-4;
+    // "Much closer" is measured on finite values only, so an output with unwritten, NaN or
+    // infinite elements can only match a mistake exactly, never approximately.
+    const bool all_finite = vs_c.unwritten == 0 && vs_c.nan == 0 && vs_c.inf == 0;
+    const bool close = all_finite && vs_ref.nmse > 0 && vs_c.bad <= vs_ref.bad &&
+                       vs_c.nmse <= 1e-3 * vs_ref.nmse && vs_c.nmse <= 1e-4;
     if (!is_exact && !close) continue;
     if (best < 0 || (is_exact && !best_exact) ||
         (is_exact == best_exact && vs_c.nmse < best_nmse)) {

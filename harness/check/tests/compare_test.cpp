@@ -389,6 +389,19 @@ TEST(Pitfalls, UnrelatedOutputIsNotBlamedOnAMistake) {
   EXPECT_EQ(std::string(r.message()).find("known mistake"), std::string::npos) << r.message();
 }
 
+// An output nobody wrote holds no values, so it cannot be "closer" to any mistake: the report
+// must say that nothing was written, not name a pitfall.
+TEST(Pitfalls, UnwrittenOutputIsNotBlamedOnAMistake) {
+  const auto expected = ramp(16);
+  auto wrong = expected;
+  for (float& v : wrong) v = -v;
+  const std::vector<float> got(16, poison_value());
+  const auto r = matches_reference("y", got, expected, {16}, kTight, {{"fake", "Fake.", wrong}});
+  EXPECT_FALSE(r);
+  EXPECT_EQ(std::string(r.message()).find("known mistake"), std::string::npos) << r.message();
+  EXPECT_CONTAINS(r.message(), "Nothing was written");
+}
+
 TEST(Pitfalls, WrongSizeMatchedAgainstCandidateOfThatSize) {
   const auto expected = ramp(5);      // [V]
   const auto all_rows = ramp(3 * 5);  // [s, V]
