@@ -360,8 +360,12 @@ void Tokenizer::write_tokenizer_json(const fs::path& path) const {
     return s;
   };
 
+  // Appended directly to the ordered map: its operator[] searches linearly for the key, which
+  // made writing a 128k-token vocabulary quadratic. Token strings are unique, so no check is lost.
   ojson vocab = ojson::object();
-  for (int32_t id = 0; id < t.special_base; ++id) vocab[key(id)] = id;
+  auto& entries = vocab.get_ref<ojson::object_t&>();
+  entries.reserve(static_cast<size_t>(t.special_base));
+  for (int32_t id = 0; id < t.special_base; ++id) entries.emplace_back(key(id), id);
 
   // A rank-based vocabulary gets the merges that reproduce it: every split of a token into two
   // tokens, ordered by the merged token's rank, then by the ranks of the two halves.
