@@ -16,7 +16,9 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace clockwork::kernels {
 
@@ -82,5 +84,113 @@ void matmul_f32(const float* a, const float* b, float* c, int m, int n, int k, b
 /// @param stream  stream to run on
 void rmsnorm(const float* x, const __nv_bfloat16* gamma, float* y, int rows, int d, float eps,
              cudaStream_t stream = nullptr);
+
+// ---- milestone 3 ------------------------------------------------------------------------------
+
+/// The `rope_scaling` of Llama 3.1/3.2 checkpoints (`rope_type: "llama3"`), as plain numbers so
+/// that this header stays free of the config reader. Llama-3-8B has none (pass nullptr).
+struct RopeScalingParams {
+  double factor = 1.0;                            ///< how much long wavelengths are stretched
+  double low_freq_factor = 1.0;                   ///< wavelengths above original/low are scaled
+  double high_freq_factor = 1.0;                  ///< wavelengths below original/high are kept
+  double original_max_position_embeddings = 0.0;  ///< context length the model was trained for
+};
+
+/// RoPE inverse frequencies on the host, in double: θ_i = theta^(−2i/h_d) for i < h_d/2, then,
+/// with `scaling`, the llama3 rescaling (divide long wavelengths by `factor`, keep short ones,
+/// blend the band between). Upload the result once and pass it to rope_tables().
+/// Throws std::invalid_argument for an odd or non-positive head_dim, theta <= 0 or bad scaling.
+/// @param head_dim  h_d (even)
+/// @param theta     `rope_theta` (500000 for Llama 3)
+/// @param scaling   llama3 scaling, or nullptr
+/// @return          [h_d/2] inverse frequencies
+std::vector<double> rope_inv_freq(int head_dim, double theta,
+                                  const RopeScalingParams* scaling = nullptr);
+
+/// RoPE tables: cos_table[r, i] = cos(positions[r]·inv_freq[i]), sin_table[r, i] likewise with
+/// sin. The angle reaches the position in radians (θ_0 = 1), so it is formed in double.
+/// @param positions  [s] int32 positions on the device (0 .. s−1 for a prompt)
+/// @param inv_freq   [half] double inverse frequencies on the device (from rope_inv_freq())
+/// @param cos_table  [s, half] fp32 output
+/// @param sin_table  [s, half] fp32 output
+/// @param s          number of positions
+/// @param half       h_d / 2
+/// @param stream     stream to run on
+void rope_tables(const int32_t* positions, const double* inv_freq, float* cos_table,
+                 float* sin_table, int s, int half, cudaStream_t stream = nullptr);
+
+/// RoPE in place on every head of every row, pairing element i with element i + h_d/2 of the
+/// same head (first half with second half, not even/odd):
+///   x'_i = x_i·cos − x_{i+h_d/2}·sin,   x'_{i+h_d/2} = x_i·sin + x_{i+h_d/2}·cos.
+/// Called once for Q (n_heads = h) and once for K (n_heads = h_k) with the same tables.
+/// @param x          [s, n_heads·head_dim] fp32, rotated in place
+/// @param cos_table  [s, head_dim/2] from rope_tables(), row r for the position of row r
+/// @param sin_table  [s, head_dim/2] from rope_tables()
+/// @param s          number of rows (tokens)
+/// @param n_heads    heads per row
+/// @param head_dim   h_d (even)
+/// @param stream     stream to run on
+void rope_apply(float* x, const float* cos_table, const float* sin_table, int s, int n_heads,
+                int head_dim, cudaStream_t stream = nullptr);
+
+/// Causal softmax of a score matrix, in place: row r sits at position cols − rows + r, so every
+/// column c > cols − rows + r is masked (probability exactly 0); the visible entries become
+/// softmax(scale · scores) with the row maximum subtracted before exp.
+/// @param scores  [rows, cols] fp32 raw scores Q_i·K_gᵀ in, probabilities out
+/// @param rows    query rows (s_q)
+/// @param cols    key columns (s_k >= rows)
+/// @param scale   multiplies every score first (1/sqrt(h_d))
+/// @param stream  stream to run on
+void causal_softmax(float* scores, int rows, int cols, float scale, cudaStream_t stream = nullptr);
+
+/// Causal grouped-query attention over a prompt: for every query head i, with KV head
+/// g = i / (h/h_k): S = Q_i·K_gᵀ / sqrt(h_d), causal mask, row softmax, O_i = softmax(S)·V_g,
+/// written to columns i·h_d .. (i+1)·h_d of `out` (heads concatenated). One head at a time.
+/// @param q           [s, n_heads·head_dim] fp32 (after RoPE)
+/// @param k           [s, n_kv_heads·head_dim] fp32 (after RoPE)
+/// @param v           [s, n_kv_heads·head_dim] fp32
+/// @param out         [s, n_heads·head_dim] fp32 output (may not alias q, k or v)
+/// @param scores      [s, s] fp32 workspace, reused by every head
+/// @param s           number of tokens
+/// @param n_heads     h
+/// @param n_kv_heads  h_k (divides h)
+/// @param head_dim    h_d
+/// @param stream      stream to run on
+void attention(const float* q, const float* k, const float* v, float* out, float* scores, int s,
+               int n_heads, int n_kv_heads, int head_dim, cudaStream_t stream = nullptr);
+
+/// SwiGLU, element-wise: out = SiLU(gate) ⊙ up with SiLU(z) = z / (1 + e^(−z)).
+/// @param gate    [n] fp32 (X_norm·W_gateᵀ)
+/// @param up      [n] fp32 (X_norm·W_upᵀ)
+/// @param out     [n] fp32 (may alias gate or up)
+/// @param n       number of elements (s · d_ff)
+/// @param stream  stream to run on
+void swiglu(const float* gate, const float* up, float* out, size_t n,
+            cudaStream_t stream = nullptr);
+
+/// Residual connection in place: x += y, element-wise (used after attention and after the FFN).
+/// @param x       [n] fp32 residual stream, updated in place
+/// @param y       [n] fp32 sub-layer output
+/// @param n       number of elements (s · d)
+/// @param stream  stream to run on
+void residual_add(float* x, const float* y, size_t n, cudaStream_t stream = nullptr);
+
+/// lm_head as a GEMV over ONE row: logits[j] = x_last · w[j, :] (never all s rows).
+/// @param x_last  [d] fp32: RMSNorm(model.norm) of the last position
+/// @param w       [vocab, d] bf16 (`lm_head.weight`, or `model.embed_tokens.weight` when tied)
+/// @param logits  [vocab] fp32 output
+/// @param vocab   V
+/// @param d       hidden size
+/// @param stream  stream to run on
+void lm_head(const float* x_last, const __nv_bfloat16* w, float* logits, int vocab, int d,
+             cudaStream_t stream = nullptr);
+
+/// Index of the largest of n values; ties go to the lowest index. NaN is never chosen (when all
+/// values are NaN the result is n).
+/// @param values  [n] fp32 on the device (the logits)
+/// @param n       number of values (>= 1)
+/// @param index   [1] int32 output on the device
+/// @param stream  stream to run on
+void argmax(const float* values, int n, int32_t* index, cudaStream_t stream = nullptr);
 
 }  // namespace clockwork::kernels

@@ -1,0 +1,374 @@
+// Milestone 3: the whole model. Tiny random Llama checkpoints are written in the real format
+// (config.json and bf16 safetensors, one file or shards), loaded with Model::load, and run
+// against the reference model: every layer's output, the final norm, the logits, the next token
+// and a greedy generation. Then the errors: bad ids, and broken checkpoints.
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness/check/compare.h"
+#include "harness/check/random.h"
+#include "harness/check/tolerances.h"
+#include "harness/check/torch_bridge.h"
+#include "milestones/milestone1/safetensors.h"
+#include "milestones/milestone3/model.h"
+#include "milestones/milestone3/tests/chain.h"
+#include "reference/model.h"
+#include "reference/ops.h"
+
+namespace clockwork {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory for one checkpoint, removed afterwards.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "clockwork-m3-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+struct ModelCase {
+  int64_t n_kv_heads;
+  bool tied, sharded;
+  std::optional<RopeScaling> scaling;
+  const char* why;
+};
+
+// d = 64, h = 4 (h_d = 16), 2 layers, d_ff = 96, V = 97: every shape differs from the others.
+ModelConfig tiny_config(const ModelCase& m) {
+  ModelConfig c;
+  c.hidden_size = 64;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = m.n_kv_heads;
+  c.head_dim = 16;
+  c.intermediate_size = 96;
+  c.vocab_size = 97;
+  c.max_position_embeddings = 40;
+  c.tie_word_embeddings = m.tied;
+  c.rope_scaling = m.scaling;
+  c.bos_token_id = 1;
+  c.eos_token_ids = {2};
+  return c;
+}
+
+using Weights = std::map<std::string, torch::Tensor>;
+
+TensorData tensor_data(const std::string& name, const torch::Tensor& t) {
+  TensorData td;
+  td.name = name;
+  td.shape = shape_of(t);
+  if (t.scalar_type() == torch::kFloat) {
+    td.dtype = DType::F32;
+    const std::vector<float> v = to_vector(t);
+    td.bytes.resize(v.size() * sizeof(float));
+    std::memcpy(td.bytes.data(), v.data(), td.bytes.size());
+  } else {
+    td.dtype = DType::BF16;
+    const std::vector<__nv_bfloat16> v = to_bf16_vector(t);
+    td.bytes.resize(v.size() * sizeof(__nv_bfloat16));
+    std::memcpy(td.bytes.data(), v.data(), td.bytes.size());
+  }
+  return td;
+}
+
+// Writes config.json and the weights (in checkpoint order) as model.safetensors or as 3 shards.
+void write_checkpoint(const fs::path& dir, const ModelConfig& c, const Weights& w, bool sharded) {
+  std::ofstream(dir / "config.json") << c.to_json();
+  std::vector<TensorData> tensors;
+  for (const ref::WeightSpec& spec : ref::weight_specs(c)) {
+    const auto it = w.find(spec.name);
+    if (it != w.end()) tensors.push_back(tensor_data(spec.name, it->second));
+  }
+  if (sharded) {
+    write_sharded(dir, tensors, ShardingOptions{.num_shards = 3});
+  } else {
+    write_safetensors(dir / "model.safetensors", tensors);
+  }
+}
+
+// One layer's ops, each with its own allowance.
+std::vector<Tolerance> layer_ops(const ModelConfig& c, int64_t s) {
+  const int64_t d = c.hidden_size;
+  return {tol::rms_norm(d),
+          tol::matmul(d),
+          tol::rope(s),
+          tol::attention(c.head_dim, s),
+          tol::matmul(d),
+          tol::rms_norm(d),
+          tol::matmul(d),
+          tol::swiglu(),
+          tol::matmul(c.intermediate_size)};
+}
+
+// After `layers` layers: every layer adds its own rounding and carries the earlier errors on.
+Tolerance after_layers(const ModelConfig& c, int64_t s, int64_t layers) {
+  const std::vector<Tolerance> ops = layer_ops(c, s);
+  Tolerance t{0, 0,
+              "each layer adds the rounding of its nine ops (norms, projections, RoPE, attention, "
+              "SwiGLU) and carries the earlier layers' errors on: the sum of the op tolerances "
+              "times the number of layers so far",
+              0};
+  for (const Tolerance& p : ops) {
+    t.rtol += layers * p.rtol;
+    t.rms_atol += layers * p.rms_atol;
+  }
+  return t;
+}
+
+Tolerance logits_tolerance(const ModelConfig& c, int64_t s) {
+  Tolerance t = after_layers(c, s, c.num_layers);
+  t.rtol += tol::rms_norm(c.hidden_size).rtol + tol::matmul(c.hidden_size).rtol;
+  t.rms_atol += tol::rms_norm(c.hidden_size).rms_atol + tol::matmul(c.hidden_size).rms_atol;
+  t.why = "every layer's allowance, then the final RMSNorm and the lm_head GEMV over d";
+  return t;
+}
+
+std::vector<int64_t> widen(const std::vector<int32_t>& ids) {
+  return {ids.begin(), ids.end()};
+}
+
+// The greedy token may differ from the reference's only when the reference's top two logits are
+// closer than the logits tolerance (two correct fp32 implementations may then disagree).
+void expect_same_choice(int32_t got, int64_t want, const torch::Tensor& ref_logits,
+                        const Tolerance& t, const std::string& what) {
+  if (got == want) return;
+  const std::vector<float> l = to_vector(ref_logits);
+  ASSERT_TRUE(got >= 0 && got < static_cast<int32_t>(l.size()))
+      << what << ": token " << got << " is not in the vocabulary";
+  double rms = 0;
+  for (float v : l) rms += static_cast<double>(v) * v;
+  rms = std::sqrt(rms / static_cast<double>(l.size()));
+  const double gap = l[static_cast<size_t>(want)] - l[static_cast<size_t>(got)];
+  EXPECT_LE(gap, 2 * (t.rms_atol * rms + t.rtol * std::fabs(l[static_cast<size_t>(want)])))
+      << what << ": chose token " << got << " but the reference chooses " << want << " (logit "
+      << l[want] << " vs " << l[got] << "), which is not a near-tie";
+}
+
+void check_model(const ModelCase& m) {
+  const ModelConfig c = tiny_config(m);
+  SCOPED_TRACE(std::string("tiny Llama, h_k=") + std::to_string(c.num_kv_heads) +
+               (m.tied ? ", tied" : ", untied") + (m.sharded ? ", 3 shards" : ", one file") + " (" +
+               m.why + ")");
+  const uint64_t seed = test_seed(2200 + m.n_kv_heads * 4 + m.tied * 2 + m.sharded);
+  const Weights weights = ref::random_weights(c, seed);
+  TempDir dir;
+  write_checkpoint(dir.path(), c, weights, m.sharded);
+
+  uint64_t last_done = 0, total = 0, calls = 0;
+  Model model = Model::load(dir.path(), [&](uint64_t done, uint64_t all, const std::string&) {
+    EXPECT_GE(done, last_done) << "progress went backwards";
+    last_done = done;
+    total = all;
+    ++calls;
+  });
+  EXPECT_EQ(model.config(), c);
+  EXPECT_GT(calls, 0u);
+  EXPECT_EQ(last_done, total) << "the progress callback did not reach the total";
+
+  const ref::WeightLookup lookup = ref::lookup_from_map(weights);
+  const ref::Model reference(c, lookup);
+  const std::vector<int32_t> ids = random_ids(9, c.vocab_size, seed + 1);
+  const int64_t s = static_cast<int64_t>(ids.size()), d = c.hidden_size;
+  const ref::ForwardResult r = reference.forward(widen(ids));
+
+  ForwardCapture capture;
+  const std::vector<float> logits = model.forward(ids, &capture);
+  const torch::Tensor x0 = r.embeddings;
+  ASSERT_EQ(capture.layer_outputs.size(), static_cast<size_t>(c.num_layers));
+  // Candidates: the same output with one known mistake in every layer (see chain.h).
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::vector<float>& got = capture.layer_outputs[l];
+    EXPECT_TRUE(matches_reference(
+        "output of layer " + std::to_string(l), got, to_vector(r.hidden[l]), {s, d},
+        after_layers(c, s, l + 1),
+        explaining(
+            chain_pitfalls(c, lookup, x0, -1, [l](const Chain& ch) { return ch.hidden.at(l); }),
+            got)));
+  }
+  const Tolerance t_logits = logits_tolerance(c, s);
+  EXPECT_TRUE(matches_reference(
+      "final_norm_last", capture.final_norm_last, to_vector(r.final_norm_last), {d}, t_logits,
+      explaining(
+          chain_pitfalls(c, lookup, x0, -1, [s](const Chain& ch) { return ch.final_norm[s - 1]; }),
+          capture.final_norm_last)));
+  // lm_head over every row gives [s, V]: named by its size, or by its first row when only V
+  // values came back.
+  std::vector<PitfallCandidate> logit_pitfalls = explaining(
+      chain_pitfalls(c, lookup, x0, -1, [](const Chain& ch) { return ch.logits; }), logits);
+  add_first_row_views(logit_pitfalls, static_cast<size_t>(c.vocab_size));
+  EXPECT_TRUE(matches_reference("logits", logits, to_vector(r.logits), {c.vocab_size}, t_logits,
+                                logit_pitfalls));
+  expect_same_choice(model.next_token(ids), r.next_token, r.logits, t_logits, "next token");
+
+  // Greedy generation, re-running the whole sequence for every new token.
+  const int64_t n_new = 6;
+  const ref::GenerateResult g = reference.generate_greedy(widen(ids), n_new);
+  std::vector<int32_t> seq = ids;
+  for (int64_t step = 0; step < n_new; ++step) {
+    const int32_t next = model.next_token(seq);
+    if (next != g.tokens[step]) {
+      expect_same_choice(next, g.tokens[step], g.logits[step],
+                         logits_tolerance(c, static_cast<int64_t>(seq.size())),
+                         "generation step " + std::to_string(step));
+      break;  // after a legitimate near-tie the two sequences differ: nothing more to compare
+    }
+    seq.push_back(next);
+  }
+}
+
+TEST(Model, GqaRatioOneUntiedOneFile) {
+  check_model({4, false, false, std::nullopt, "Llama-3-8B's layout"});
+}
+
+TEST(Model, GqaRatioTwoTiedShards) {
+  check_model(
+      {2, true, true, std::nullopt, "tied like Llama 3.2 1B/3B: lm_head is the embedding table"});
+}
+
+TEST(Model, GqaRatioFourUntiedShards) {
+  check_model({1, false, true, std::nullopt, "one KV head"});
+}
+
+TEST(Model, Llama3RopeScaling) {
+  check_model(
+      {2, false, false, RopeScaling{"llama3", 8.0, 1.0, 4.0, 16}, "Llama 3.1 style rope_scaling"});
+}
+
+// A fixture with one small checkpoint, shared by the tests below.
+class ModelErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_ = tiny_config({2, false, false, std::nullopt, ""});
+    weights_ = ref::random_weights(config_, test_seed(2300));
+  }
+  ModelConfig config_;
+  Weights weights_;
+};
+
+TEST_F(ModelErrors, SequencesUpToTheContextRunAndLongerOnesThrow) {
+  TempDir dir;
+  write_checkpoint(dir.path(), config_, weights_, false);
+  Model model = Model::load(dir.path());
+  const int64_t n = config_.max_position_embeddings;
+  const std::vector<int32_t> full =
+      random_ids(static_cast<size_t>(n), config_.vocab_size, test_seed(2301));
+  const ref::ForwardResult r =
+      ref::Model(config_, ref::lookup_from_map(weights_)).forward(widen(full));
+  EXPECT_TRUE(matches_reference("logits at the full context", model.forward(full),
+                                to_vector(r.logits), {config_.vocab_size},
+                                logits_tolerance(config_, n)));
+  std::vector<int32_t> longer = full;
+  longer.push_back(3);
+  try {
+    model.forward(longer);
+    ADD_FAILURE() << "a sequence longer than max_position_embeddings was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("max_position_embeddings"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ModelErrors, BadIdsThrowClearly) {
+  TempDir dir;
+  write_checkpoint(dir.path(), config_, weights_, false);
+  Model model = Model::load(dir.path());
+  EXPECT_THROW(model.forward({}), std::invalid_argument);
+  EXPECT_THROW(model.next_token({}), std::invalid_argument);
+  for (int32_t bad : {-1, 97, 128000}) {
+    try {
+      model.forward({5, 6, bad, 7});
+      ADD_FAILURE() << "id " << bad << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(std::to_string(bad)), std::string::npos) << msg;
+      EXPECT_NE(msg.find("position 2"), std::string::npos) << msg;
+    }
+  }
+  // The model still works after rejecting input.
+  EXPECT_EQ(model.forward({5, 6, 7}).size(), 97u);
+}
+
+// Model::load must fail with a message naming the tensor (and, for a wrong shape or dtype, what
+// was expected), before copying anything.
+void expect_load_error(const fs::path& dir, const std::vector<std::string>& fragments) {
+  try {
+    Model::load(dir);
+    ADD_FAILURE() << "the broken checkpoint loaded";
+  } catch (const std::exception& e) {
+    const std::string msg = e.what();
+    for (const std::string& f : fragments)
+      EXPECT_NE(msg.find(f), std::string::npos) << "'" << f << "' not in: " << msg;
+  }
+}
+
+TEST_F(ModelErrors, MissingTensorIsNamed) {
+  Weights w = weights_;
+  w.erase("model.layers.1.mlp.up_proj.weight");
+  TempDir dir;
+  write_checkpoint(dir.path(), config_, w, true);
+  expect_load_error(dir.path(), {"model.layers.1.mlp.up_proj.weight"});
+}
+
+TEST_F(ModelErrors, UntiedCheckpointWithoutLmHeadIsNamed) {
+  Weights w = weights_;
+  w.erase("lm_head.weight");
+  TempDir dir;
+  write_checkpoint(dir.path(), config_, w, false);
+  expect_load_error(dir.path(), {"lm_head.weight"});
+}
+
+TEST_F(ModelErrors, WrongShapeIsNamedWithExpectedAndActual) {
+  Weights w = weights_;
+  w["model.layers.0.self_attn.k_proj.weight"] = torch::zeros({64, 64}, torch::kBFloat16);
+  TempDir dir;
+  write_checkpoint(dir.path(), config_, w, false);
+  expect_load_error(dir.path(), {"model.layers.0.self_attn.k_proj.weight",
+                                 "Expected: BF16 [32, 64]", "[64, 64]"});
+}
+
+TEST_F(ModelErrors, WrongDtypeIsNamed) {
+  Weights w = weights_;
+  w["model.norm.weight"] = w.at("model.norm.weight").to(torch::kFloat);
+  TempDir dir;
+  write_checkpoint(dir.path(), config_, w, false);
+  expect_load_error(dir.path(), {"model.norm.weight", "BF16"});
+}
+
+TEST_F(ModelErrors, MissingConfigIsNamed) {
+  TempDir dir;
+  write_checkpoint(dir.path(), config_, weights_, false);
+  fs::remove(dir.path() / "config.json");
+  try {
+    Model::load(dir.path());
+    ADD_FAILURE() << "loaded without config.json";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("config.json"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace clockwork
