@@ -4,7 +4,8 @@
 #   make demo    the same set-up, then run the demo
 #
 # Also: make docs (Doxygen HTML of the API and handouts), make bench (CPU-backend costs),
-# make build (no tests), make clean. Variables: BUILD=dir, PRESET=name (see CMakePresets.json).
+# make showcase (a standalone CUDA program on the CPU backend), make build (no tests),
+# make clean. Variables: BUILD=dir, PRESET=name (see CMakePresets.json).
 
 BUILD  ?= build
 PRESET ?= default
@@ -16,12 +17,16 @@ PACKAGES := cmake ninja-build g++ make pkg-config libgtest-dev libboost-context-
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test demo docs bench build configure deps clean
+.PHONY: test demo showcase docs bench build configure deps clean
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 demo: configure
+	cmake --build $(BUILD) --target clockwork
+	$(BUILD)/bin/clockwork demo
+
+showcase: configure
 	cmake --build $(BUILD) --target cudasim-showcase
 	$(BUILD)/bin/cudasim-showcase
 	@echo
