@@ -3,6 +3,8 @@
 // the field and the problem.
 #include "milestones/milestone1/config.h"
 
+#include "harness/check/temp_dir.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -217,9 +219,8 @@ TEST(Config, ToJsonUsesHuggingFaceFieldNames) {
 }
 
 TEST(Config, FromFileReadsAndNamesTheFile) {
-  std::string tmpl = (fs::temp_directory_path() / "clockwork-config-XXXXXX").string();
-  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-  const fs::path dir = tmpl;
+  const clockwork::TempDir tmp("clockwork-config");
+  const fs::path& dir = tmp.path();
   const fs::path file = dir / "config.json";
   {
     std::ofstream out(file);
@@ -236,7 +237,6 @@ TEST(Config, FromFileReadsAndNamesTheFile) {
                        {file.string(), "field 'vocab_size' is missing"}));
   EXPECT_TRUE(Mentions(config_error_of([&] { ModelConfig::from_file(dir / "absent.json"); }),
                        {(dir / "absent.json").string(), "cannot open"}));
-  fs::remove_all(dir);
 }
 
 TEST(Config, NotJsonOrNotAnObject) {

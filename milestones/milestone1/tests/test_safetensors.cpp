@@ -2,6 +2,7 @@
 // bf16/f16 conversions, and one test per kind of malformed file, each checking that the error
 // names the file, the tensor and the problem.
 #include "milestones/milestone1/safetensors.h"
+#include "harness/check/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@ using clockwork::CheckpointError;
 using clockwork::DType;
 using clockwork::ShardingOptions;
 using clockwork::TensorData;
+using clockwork::TempDir;
 using clockwork::TensorInfo;
 using json = nlohmann::json;
 
@@ -38,27 +40,6 @@ using json = nlohmann::json;
 // Helpers
 // ------------------------------------------------------------------------------------------------
 
-// A fresh directory for one test, removed with everything in it afterwards.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "clockwork-ckpt-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const fs::path& path() const { return path_; }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
 
 // The message of the CheckpointError that `fn` throws, or a marker that makes every substring
 // check fail when nothing (or something else) is thrown.

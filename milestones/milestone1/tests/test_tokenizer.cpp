@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "milestones/milestone1/tokenizer.h"
+#include "harness/check/temp_dir.h"
 
 namespace clockwork {
 namespace {
@@ -96,24 +97,6 @@ std::string read_text(const fs::path& path) {
   return s.str();
 }
 
-// A fresh folder under the system temp directory, removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    std::random_device rd;
-    path_ = fs::temp_directory_path() /
-            ("clockwork_tokenizer_test_" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // Independent implementations of the two encodings the file formats use, so the tests do not
 // just check the library against itself.
@@ -283,7 +266,7 @@ constexpr int kMerges = 300;
 class TrainedTokenizer : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new TempDir();
+    dir_ = new TempDir("clockwork-tokenizer");
     corpus_ = new std::string(corpus_text() + corpus_text());
     trained_ = new Tokenizer(train_small_bpe(*corpus_, kMerges));
     trained_->write_tokenizer_json(dir_->path() / "tokenizer.json");

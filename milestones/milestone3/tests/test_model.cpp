@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "harness/check/compare.h"
+#include "harness/check/temp_dir.h"
 #include "harness/check/random.h"
 #include "harness/check/tolerances.h"
 #include "harness/check/torch_bridge.h"
@@ -31,25 +32,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory for one checkpoint, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "clockwork-m3-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 struct ModelCase {
   int64_t n_kv_heads;
