@@ -88,11 +88,6 @@ Allocations& device_memory() {
   return *a;
 }
 
-bool poison_enabled() {
-  const char* v = std::getenv("CUDASIM_POISON");
-  return !(v && std::strcmp(v, "0") == 0);
-}
-
 size_t max_dynamic_smem_set = kDefaultDynamicSharedBytes;  // see cudaFuncSetAttribute
 std::mutex attr_mutex;
 

@@ -520,12 +520,9 @@ void* shared_alloc(size_t bytes, size_t align, const char* file, unsigned line) 
   return w.arena + at;
 }
 
-void fatal_in_kernel(const char* what, const char* file, unsigned line) {
-  Worker& w = *tl_worker;
-  fatal(kernel_str(w) + ", " + thread_str(*tl_lane) + ": " + what + " at " + file + ":" + std::to_string(line));
-}
-
 unsigned simulated_multiprocessors() { return options().threads; }
+
+bool poison_enabled() { return options().poison; }
 
 }  // namespace cudasim::detail
 

@@ -23,4 +23,7 @@ bool check_launch(const LaunchConfig& cfg, const char* kernel, const char* file,
 /// OS threads that run blocks (reported as the multiprocessor count).
 unsigned simulated_multiprocessors();
 
+/// Whether fresh memory is poisoned (CUDASIM_POISON, default on; see reload_options()).
+bool poison_enabled();
+
 }  // namespace cudasim::detail

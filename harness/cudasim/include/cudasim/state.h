@@ -50,6 +50,5 @@ void block_barrier(int pred, const char* what, const char* file, unsigned line);
 void warp_sync(WarpOp op, unsigned mask, int pred, uint64_t value, const char* what, const char* file,
                unsigned line);
 void* shared_alloc(size_t bytes, size_t align, const char* file, unsigned line);
-[[noreturn]] void fatal_in_kernel(const char* what, const char* file, unsigned line);
 
 }  // namespace cudasim::detail
