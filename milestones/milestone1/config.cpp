@@ -155,7 +155,18 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
   // Both are required rather than defaulted: HuggingFace's defaults (1e-6, 10000) are not
   // Llama 3's values, and a silent wrong default is exactly the bug the course warns about.
   c.rms_norm_eps = r.required_number("rms_norm_eps");
-  c.rope_theta = r.required_number("rope_theta");
+  // transformers 5 writes the RoPE settings as one object, "rope_parameters" (rope_theta, and
+  // the scaling fields next to rope_type); earlier versions and Meta's releases write
+  // "rope_theta" and "rope_scaling" at the top level.
+  const json* rope_parameters = r.find("rope_theta") ? nullptr : r.find("rope_parameters");
+  if (rope_parameters && !rope_parameters->is_object()) {
+    r.fail("rope_parameters", "is " + describe_value(*rope_parameters) + ", expected an object");
+  }
+  if (rope_parameters) {
+    c.rope_theta = FieldReader(*rope_parameters, origin, "rope_parameters.").required_number("rope_theta");
+  } else {
+    c.rope_theta = r.required_number("rope_theta");
+  }
   c.tie_word_embeddings = r.optional_bool("tie_word_embeddings", false);
 
   require_positive(origin, "hidden_size", c.hidden_size);
@@ -171,11 +182,16 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
     c.head_dim = c.hidden_size / c.num_heads;
   }
 
-  if (const json* rs = r.find("rope_scaling")) {
+  const json* rs = rope_parameters ? rope_parameters : r.find("rope_scaling");
+  const std::string rs_name = rope_parameters ? "rope_parameters" : "rope_scaling";
+  // In "rope_parameters", rope_type "default" (or none) means plain RoPE without scaling.
+  const json* declared = rope_parameters ? FieldReader(*rs, origin, "").find("rope_type") : nullptr;
+  const bool plain = rope_parameters && (!declared || (declared->is_string() && declared->get<std::string>() == "default"));
+  if (rs && !plain) {
     if (!rs->is_object()) {
-      r.fail("rope_scaling", "is " + describe_value(*rs) + ", expected null or an object");
+      r.fail(rs_name, "is " + describe_value(*rs) + ", expected null or an object");
     }
-    const FieldReader s(*rs, origin, "rope_scaling.");
+    const FieldReader s(*rs, origin, rs_name + ".");
     // Newer configs say "rope_type", older ones "type".
     auto rope_type = s.optional_string("rope_type");
     auto legacy_type = s.optional_string("type");

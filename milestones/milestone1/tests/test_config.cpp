@@ -180,6 +180,43 @@ TEST(Config, AcceptsTheOlderRopeScalingTypeKey) {
   EXPECT_EQ(c.rope_scaling->type, "llama3");
 }
 
+// transformers 5 moves rope_theta and the scaling fields into one "rope_parameters" object.
+TEST(Config, ReadsTransformersFiveRopeParameters) {
+  json j = json::parse(kLlama32_1B);
+  json params = j["rope_scaling"];
+  params["rope_theta"] = j["rope_theta"];
+  j.erase("rope_scaling");
+  j.erase("rope_theta");
+  j["rope_parameters"] = params;
+  const ModelConfig c = parse(j);
+  EXPECT_EQ(c.rope_theta, 500000.0);
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.rope_scaling->type, "llama3");
+  EXPECT_EQ(c.rope_scaling->factor, 32.0);
+  EXPECT_EQ(c.rope_scaling->original_max_position_embeddings, 8192);
+
+  // Plain RoPE: rope_type "default", nothing else but the base.
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}};
+  const ModelConfig plain = parse(j);
+  EXPECT_EQ(plain.rope_theta, 10000.0);
+  EXPECT_FALSE(plain.rope_scaling.has_value());
+
+  j["rope_parameters"] = {{"rope_type", "default"}};
+  try {
+    parse(j);
+    ADD_FAILURE() << "a rope_parameters object without rope_theta was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(Mentions(e.what(), {kOrigin, "rope_parameters.rope_theta"}));
+  }
+  j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 4.0}};
+  try {
+    parse(j);
+    ADD_FAILURE() << "yarn scaling was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(Mentions(e.what(), {"rope_parameters.rope_type", "yarn", "llama3"}));
+  }
+}
+
 TEST(Config, ToJsonRoundTrips) {
   json instruct = json::parse(kLlama3_8B);
   instruct["eos_token_id"] = {128001, 128009};
