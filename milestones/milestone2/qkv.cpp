@@ -1,7 +1,11 @@
 /// @file qkv.cpp
 /// Milestone 2: RMSNorm and the three projections that feed attention.
+///
+/// Each step sits in a named NVTX range (harness/profiling/nvtx.h) outside the part you write, so
+/// an `nsys` timeline shows "attn_norm", "q_proj", "k_proj" and "v_proj" whatever your code does.
 #include "milestones/milestone2/qkv.h"
 
+#include "harness/profiling/nvtx.h"
 #include "kernels/kernels.h"
 
 namespace clockwork {
@@ -11,16 +15,36 @@ void qkv_projection(const ModelConfig& c, const QkvWeights& w, const float* x, f
   const int d = static_cast<int>(c.hidden_size);
   const int q_width = static_cast<int>(c.num_heads * c.head_dim);
   const int kv_width = static_cast<int>(c.num_kv_heads * c.head_dim);
-  // BEGIN SOLUTION(m2): Normalise x with the layer's input_layernorm weight (kernels::rmsnorm,
-  // eps from the config), then compute Q, K and V with three calls of kernels::matmul on the
-  // normalised rows. Mind the widths: Q has h·h_d columns, K and V only h_k·h_d (GQA).
-  kernels::rmsnorm(x, w.input_layernorm, x_norm, s, d, static_cast<float>(c.rms_norm_eps), stream);
-  kernels::matmul(x_norm, w.q_proj, q, s, q_width, d, stream);
-  kernels::matmul(x_norm, w.k_proj, k, s, kv_width, d, stream);
-  kernels::matmul(x_norm, w.v_proj, v, s, kv_width, d, stream);
-  // STUB: (void)w; (void)x; (void)x_norm; (void)q; (void)k; (void)v; (void)s; (void)stream;
-  // STUB: (void)d; (void)q_width; (void)kv_width;
-  // END SOLUTION
+  {
+    const nvtx::Range range("attn_norm");
+    // BEGIN SOLUTION(m2): Normalise x with the layer's input_layernorm weight into x_norm
+    // (kernels::rmsnorm over s rows of d, eps from the config).
+    kernels::rmsnorm(x, w.input_layernorm, x_norm, s, d, static_cast<float>(c.rms_norm_eps), stream);
+    // STUB: (void)w; (void)x; (void)x_norm; (void)s; (void)stream; (void)d;
+    // END SOLUTION
+  }
+  {
+    const nvtx::Range range("q_proj");
+    // BEGIN SOLUTION(m2): Q = x_norm·W_Qᵀ with kernels::matmul: h·h_d output columns (q_width).
+    kernels::matmul(x_norm, w.q_proj, q, s, q_width, d, stream);
+    // STUB: (void)q; (void)q_width;
+    // END SOLUTION
+  }
+  {
+    const nvtx::Range range("k_proj");
+    // BEGIN SOLUTION(m2): K = x_norm·W_Kᵀ. Mind the width: K has only h_k·h_d columns
+    // (kv_width), a quarter of Q's for Llama-3-8B (grouped-query attention).
+    kernels::matmul(x_norm, w.k_proj, k, s, kv_width, d, stream);
+    // STUB: (void)k; (void)kv_width;
+    // END SOLUTION
+  }
+  {
+    const nvtx::Range range("v_proj");
+    // BEGIN SOLUTION(m2): V = x_norm·W_Vᵀ, h_k·h_d columns like K.
+    kernels::matmul(x_norm, w.v_proj, v, s, kv_width, d, stream);
+    // STUB: (void)v;
+    // END SOLUTION
+  }
 }
 
 }  // namespace clockwork

@@ -6,6 +6,10 @@
 /// stay bf16 on the device (one allocation each). Activations are fp32 and sized for a capacity
 /// of tokens that grows when a longer sequence comes (generation re-runs s, s+1, ... tokens), and
 /// the RoPE tables of positions 0 .. capacity−1 are computed once per growth.
+///
+/// NVTX ranges (harness/profiling/nvtx.h) name the pieces of a forward pass for nsys:
+/// "forward s=N" around "embedding", "layer 0" … "layer L−1" (each with its steps, decoder.cpp),
+/// "final_norm" and "lm_head"; "argmax" in next_token(); "rope tables" and "load checkpoint".
 #include "milestones/milestone3/model.h"
 
 #include <algorithm>
@@ -18,21 +22,16 @@
 #include <vector>
 
 #include "harness/check/cuda_check.h"
+#include "harness/profiling/nvtx.h"
 #include "kernels/kernels.h"
 #include "milestones/milestone1/safetensors.h"
 #include "milestones/milestone3/decoder.h"
+#include "milestones/milestone3/weights.h"
 
 namespace clockwork {
 
 namespace {
 
-// Host-to-device copies go in pieces of this size so that progress moves during large tensors
-// (Llama-3-8B's embedding table and lm_head are 1 GB each).
-constexpr size_t kCopyChunk = size_t{64} << 20;
-
-std::string layer_name(int64_t layer, const std::string& suffix) {
-  return "model.layers." + std::to_string(layer) + "." + suffix;
-}
 
 }  // namespace
 
@@ -124,6 +123,7 @@ struct Model::Impl {
 
     // The tables of a position do not depend on the sequence length: compute them for all of
     // the capacity once.
+    const nvtx::Range range("rope tables");
     std::vector<int32_t> pos(n);
     for (size_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(i);
     CUDA_CHECK(cudaMemcpy(positions, pos.data(), n * sizeof(int32_t), cudaMemcpyHostToDevice));
@@ -155,15 +155,20 @@ struct Model::Impl {
     const ModelConfig& c = config;
     const int s = static_cast<int>(tokens.size());
     const int d = static_cast<int>(c.hidden_size);
+    const nvtx::Range range("forward s=", s);
     reserve(s);
-    CUDA_CHECK(
-        cudaMemcpy(ids, tokens.data(), tokens.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
-    kernels::embedding(ids, embed, x, s, d, static_cast<int>(c.vocab_size));
+    {
+      const nvtx::Range step("embedding");
+      CUDA_CHECK(
+          cudaMemcpy(ids, tokens.data(), tokens.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+      kernels::embedding(ids, embed, x, s, d, static_cast<int>(c.vocab_size));
+    }
 
     AfterLayer after_layer;
     if (capture) {
       capture->layer_outputs.assign(static_cast<size_t>(c.num_layers), {});
       after_layer = [&](int layer) {
+        const nvtx::Range step("capture");
         std::vector<float>& out = capture->layer_outputs.at(static_cast<size_t>(layer));
         out.resize(static_cast<size_t>(s) * d);
         CUDA_CHECK(cudaMemcpy(out.data(), x, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
@@ -183,75 +188,12 @@ Model Model::load(const std::filesystem::path& dir, const LoadProgress& progress
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.config = ModelConfig::from_file(dir / "config.json");
-  const ModelConfig& c = m.config;
-  const Checkpoint ckpt = Checkpoint::open(dir);
-
-  // Every tensor the model reads, with the shape config.json implies and where its device
-  // pointer goes.
-  struct Wanted {
-    std::string name;
-    std::vector<int64_t> shape;
-    const __nv_bfloat16** slot;
-  };
-  const int64_t d = c.hidden_size, ff = c.intermediate_size, V = c.vocab_size;
-  const int64_t q_width = c.num_heads * c.head_dim, kv_width = c.num_kv_heads * c.head_dim;
-  m.layers.resize(static_cast<size_t>(c.num_layers));
-  std::vector<Wanted> wanted{{"model.embed_tokens.weight", {V, d}, &m.embed}};
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    LayerWeights& w = m.layers[static_cast<size_t>(i)];
-    wanted.push_back({layer_name(i, "input_layernorm.weight"), {d}, &w.input_layernorm});
-    wanted.push_back({layer_name(i, "self_attn.q_proj.weight"), {q_width, d}, &w.q_proj});
-    wanted.push_back({layer_name(i, "self_attn.k_proj.weight"), {kv_width, d}, &w.k_proj});
-    wanted.push_back({layer_name(i, "self_attn.v_proj.weight"), {kv_width, d}, &w.v_proj});
-    wanted.push_back({layer_name(i, "self_attn.o_proj.weight"), {d, q_width}, &w.o_proj});
-    wanted.push_back(
-        {layer_name(i, "post_attention_layernorm.weight"), {d}, &w.post_attention_layernorm});
-    wanted.push_back({layer_name(i, "mlp.gate_proj.weight"), {ff, d}, &w.gate_proj});
-    wanted.push_back({layer_name(i, "mlp.up_proj.weight"), {ff, d}, &w.up_proj});
-    wanted.push_back({layer_name(i, "mlp.down_proj.weight"), {d, ff}, &w.down_proj});
-  }
-  wanted.push_back({"model.norm.weight", {d}, &m.norm});
-  // Tied checkpoints (Llama 3.2 1B/3B) reuse the embedding table; Llama-3-8B has its own head.
-  if (!c.tie_word_embeddings) wanted.push_back({"lm_head.weight", {V, d}, &m.lm_head});
-
-  // Validate everything first: get() throws CheckpointError naming the file and the tensor, with
-  // the expected and actual dtype and shape.
-  std::vector<const TensorInfo*> tensors;
-  uint64_t total = 0;
-  for (const Wanted& w : wanted) {
-    tensors.push_back(&ckpt.get(w.name, DType::BF16, w.shape));
-    total += tensors.back()->nbytes;
-  }
-
-  uint64_t done = 0;
-  for (size_t t = 0; t < wanted.size(); ++t) {
-    const TensorInfo& info = *tensors[t];
-    auto* dst = Impl::allocate<__nv_bfloat16>(m.weight_memory, static_cast<size_t>(info.numel()),
-                                              info.name);
-    auto* bytes = reinterpret_cast<unsigned char*>(dst);
-    for (size_t off = 0; off < info.nbytes; off += kCopyChunk) {
-      const size_t n = std::min(kCopyChunk, info.nbytes - off);
-      CUDA_CHECK(cudaMemcpy(bytes + off, info.data + off, n, cudaMemcpyHostToDevice));
-      done += n;
-      if (progress) progress(done, total, info.name);
-    }
-    *wanted[t].slot = dst;
-  }
-  if (c.tie_word_embeddings) m.lm_head = m.embed;
-
-  kernels::RopeScalingParams scaling;
-  if (c.rope_scaling) {
-    scaling.factor = c.rope_scaling->factor;
-    scaling.low_freq_factor = c.rope_scaling->low_freq_factor;
-    scaling.high_freq_factor = c.rope_scaling->high_freq_factor;
-    scaling.original_max_position_embeddings =
-        static_cast<double>(c.rope_scaling->original_max_position_embeddings);
-  }
-  const std::vector<double> inv_freq = kernels::rope_inv_freq(
-      static_cast<int>(c.head_dim), c.rope_theta, c.rope_scaling ? &scaling : nullptr);
-  m.inv_freq = Impl::allocate<double>(m.weight_memory, inv_freq.size(), "RoPE inverse frequencies");
-  CUDA_CHECK(cudaMemcpy(m.inv_freq, inv_freq.data(), inv_freq.size() * sizeof(double),
-                        cudaMemcpyHostToDevice));
+  DeviceWeights w = load_device_weights(dir, m.config, m.weight_memory, progress, "Model");
+  m.embed = w.embed;
+  m.layers = std::move(w.layers);
+  m.norm = w.norm;
+  m.lm_head = w.lm_head;
+  m.inv_freq = w.inv_freq;
   return Model(std::move(impl));
 }
 
@@ -275,9 +217,12 @@ std::vector<float> Model::forward(const std::vector<int32_t>& ids, ForwardCaptur
 int32_t Model::next_token(const std::vector<int32_t>& ids) {
   impl_->run(ids, nullptr);
   const int vocab = static_cast<int>(impl_->config.vocab_size);
-  kernels::argmax(impl_->logits, vocab, impl_->next);
   int32_t id = -1;
-  CUDA_CHECK(cudaMemcpy(&id, impl_->next, sizeof(int32_t), cudaMemcpyDeviceToHost));
+  {
+    const nvtx::Range range("argmax");
+    kernels::argmax(impl_->logits, vocab, impl_->next);
+    CUDA_CHECK(cudaMemcpy(&id, impl_->next, sizeof(int32_t), cudaMemcpyDeviceToHost));
+  }
   if (id < 0 || id >= vocab) {
     // argmax never picks NaN: an index outside the vocabulary means every logit was NaN, or
     // argmax did not write its result.
