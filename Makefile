@@ -3,9 +3,10 @@
 #   make test    install missing Debian packages, configure build/, build, run every test
 #   make demo    the same set-up, then run the demo
 #
-# Also: make docs (Doxygen HTML of the API and handouts), make bench (CPU-backend costs),
-# make showcase (a standalone CUDA program on the CPU backend), make build (no tests),
-# make clean. Variables: BUILD=dir, PRESET=name (see CMakePresets.json).
+# Also: make docs (Doxygen HTML of the API and handouts), make bench (CPU-backend costs, then
+# `clockwork bench` on the CPU backend), make showcase (a standalone CUDA program on the CPU
+# backend), make build (no tests), make clean. Variables: BUILD=dir, PRESET=name (see
+# CMakePresets.json).
 
 BUILD  ?= build
 PRESET ?= default
@@ -38,8 +39,10 @@ docs: configure
 	cmake --build $(BUILD) --target docs
 
 bench: configure
-	cmake --build $(BUILD) --target cudasim-bench
+	cmake --build $(BUILD) --target cudasim-bench clockwork
 	$(BUILD)/bin/cudasim-bench
+	@echo
+	$(BUILD)/bin/clockwork bench
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)

@@ -17,6 +17,8 @@ int cmd_verify(const std::vector<std::string>& args);
 /// False when this build has no companion verify binary (configured with CLOCKWORK_TORCH=OFF).
 bool verify_available();
 int cmd_demo(const std::vector<std::string>& args);
+/// Times every kernel on Llama-3-8B shapes (bench.cpp; groups register themselves, see bench.h).
+int cmd_bench(const std::vector<std::string>& args);
 
 /// The verify command itself (the model against the libtorch reference), in the companion binary.
 int run_verify(const std::vector<std::string>& args);

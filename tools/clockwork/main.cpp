@@ -6,6 +6,7 @@
 //   clockwork generate   --model DIR    run the student model on a prompt
 //   clockwork verify     --model DIR    compare the student model with the libtorch reference
 //   clockwork demo                      all of the above on a tiny model
+//   clockwork bench [--op NAMES]        time the kernels on Llama-3-8B shapes
 //
 // Every failure ends as one line on stderr, "clockwork <command>: error: ...", with exit code 2
 // for a wrong command line and 1 for anything else.
@@ -34,6 +35,8 @@ const Command kCommands[] = {
     {"verify", clockwork::cli::cmd_verify,
      "compare the model layer by layer with the libtorch reference"},
     {"demo", clockwork::cli::cmd_demo, "tiny-model, generate and verify on a temporary model"},
+    {"bench", clockwork::cli::cmd_bench,
+     "time every kernel on Llama-3-8B shapes (GB/s, TFLOP/s, % of peak)"},
 };
 
 void print_usage(std::FILE* to) {

@@ -1,0 +1,267 @@
+// The backend of `clockwork bench` (see bench_backend.h), compiled once per binary. The GPU build
+// (CLOCKWORK_CLI_CUDA) times with CUDA events, flushes L2 before every timed run, reads the
+// device's peaks from its properties and a small table, and compares matmuls with cuBLAS. The CPU
+// build times the simulation with the wall clock and claims no peaks.
+#include "tools/clockwork/bench_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness/check/cuda_check.h"
+#include "tools/clockwork/commands.h"
+
+#ifdef CLOCKWORK_CLI_CUDA
+#include <cublas_v2.h>
+#endif
+
+namespace clockwork::cli::bench {
+
+namespace {
+
+#ifdef CLOCKWORK_CLI_CUDA
+
+// ---- GPU ---------------------------------------------------------------------------------------
+
+std::string format(const char* fmt, double a, double b = 0, double c = 0, double d = 0) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, fmt, a, b, c, d);
+  return buf;
+}
+
+// Command-line values win over anything measured or looked up.
+void apply_overrides(DeviceInfo& info, const PeakOverrides& o) {
+  if (o.gbps > 0) info.bandwidth_gbps = {o.gbps, "--peak-gbps"};
+  if (o.fp32_tflops > 0) info.fp32_tflops = {o.fp32_tflops, "--peak-tflops"};
+  if (o.bf16_tflops > 0) info.bf16_tflops = {o.bf16_tflops, "--peak-tensor-tflops"};
+}
+
+#define CUBLAS_CHECK(expr)                                                                    \
+  do {                                                                                        \
+    const cublasStatus_t clockwork_cublas_status_ = (expr);                                   \
+    if (clockwork_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                  \
+      throw std::runtime_error(std::string(#expr) +                                           \
+                               " failed: " + cublasGetStatusName(clockwork_cublas_status_) +  \
+                               " (" + cublasGetStatusString(clockwork_cublas_status_) + ")"); \
+    }                                                                                         \
+  } while (0)
+
+// Per-SM throughput by compute capability, dense, per clock. The datasheets quote these rates
+// times SMs times boost clock; the clock here is the one the device reports, so the result is an
+// estimate within about 10% (use --peak-tflops / --peak-tensor-tflops for a datasheet figure).
+struct ArchRate {
+  int major, minor;
+  int fp32_lanes;         // fp32 FMA units per SM (one FMA = 2 FLOP)
+  int bf16_flop_per_clk;  // bf16 tensor-core FLOP per SM per clock with fp32 accumulation; 0: none
+  const char* example;
+};
+
+const ArchRate kArchRates[] = {
+    {7, 0, 64, 0, "V100 (tensor cores take fp16, not bf16)"},
+    {7, 5, 64, 0, "T4 / RTX 20 (tensor cores take fp16, not bf16)"},
+    {8, 0, 64, 2048, "A100"},
+    {8, 6, 128, 1024, "A10 / A40 / RTX A6000; GeForce RTX 30 reach half with fp32 accumulation"},
+    {8, 9, 128, 1024, "L4 / L40S / RTX 6000 Ada; GeForce RTX 40 reach half with fp32 accumulation"},
+    {9, 0, 128, 4096, "H100 / H200"},
+    {10, 0, 128, 8192, "B200"},
+};
+
+int attribute(cudaDeviceAttr attr, int device) {
+  int value = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&value, attr, device));
+  return value;
+}
+
+class Cublas final : public Blas {
+ public:
+  Cublas() {
+    CUBLAS_CHECK(cublasCreate(&handle_));
+    // Default math: Sgemm stays true fp32 (no TF32); GemmEx with bf16 inputs uses tensor cores.
+    CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH));
+  }
+  ~Cublas() override { cublasDestroy(handle_); }
+  Cublas(const Cublas&) = delete;
+  Cublas& operator=(const Cublas&) = delete;
+
+  // Row-major y[m,n] = x[m,k]·w[n,k]ᵀ is column-major yᵀ[n,m] = w·xᵀ with w read transposed:
+  // w (row-major [n,k]) is column-major [k,n] with leading dimension k, x is [k,m] likewise.
+  void gemm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, int m, int n,
+                 int k) override {
+    const float alpha = 1.f, beta = 0.f;
+    CUBLAS_CHECK(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w, CUDA_R_16BF, k,
+                              x, CUDA_R_16BF, k, &beta, y, CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
+  }
+
+  void gemm_f32(const float* x, const float* w, float* y, int m, int n, int k) override {
+    const float alpha = 1.f, beta = 0.f;
+    CUBLAS_CHECK(
+        cublasSgemm(handle_, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w, k, x, k, &beta, y, n));
+  }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+};
+
+class GpuBackend final : public Backend {
+ public:
+  explicit GpuBackend(const PeakOverrides& overrides) {
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    info_.name = prop.name;
+    info_.backend = "cuda";
+    info_.simulation = false;
+
+    // cudaDeviceProp lost its clock fields in CUDA 13; the attributes exist in every version.
+    const double mem_clock_khz = attribute(cudaDevAttrMemoryClockRate, device);
+    const double bus_bits = attribute(cudaDevAttrGlobalMemoryBusWidth, device);
+    const double sm_clock_khz = attribute(cudaDevAttrClockRate, device);
+    const int sms = prop.multiProcessorCount;
+    const int l2 = prop.l2CacheSize;
+
+    info_.detail = "sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ", " +
+                   std::to_string(sms) + " SMs, " + format("%.0f MB L2", l2 / 1e6);
+
+    // DRAM moves data on both clock edges: bytes/s = clock × 2 × bus width / 8.
+    if (mem_clock_khz > 0 && bus_bits > 0) {
+      info_.bandwidth_gbps = {
+          mem_clock_khz * 1e3 * 2 * bus_bits / 8 / 1e9,
+          format("memory clock %.0f MHz x 2 x %.0f-bit bus", mem_clock_khz / 1e3, bus_bits)};
+    }
+    for (const ArchRate& r : kArchRates) {
+      if (r.major != prop.major || r.minor != prop.minor) continue;
+      const double clock_hz = sm_clock_khz * 1e3;
+      const std::string arch = "table for sm_" + std::to_string(r.major) + std::to_string(r.minor);
+      info_.fp32_tflops = {2.0 * r.fp32_lanes * sms * clock_hz / 1e12,
+                           arch + format(": %.0f fp32 lanes x 2 x %.0f SMs x %.2f GHz",
+                                         r.fp32_lanes, sms, clock_hz / 1e9)};
+      if (r.bf16_flop_per_clk > 0) {
+        info_.bf16_tflops = {static_cast<double>(r.bf16_flop_per_clk) * sms * clock_hz / 1e12,
+                             arch +
+                                 format(": %.0f FLOP/clock x %.0f SMs x %.2f GHz",
+                                        r.bf16_flop_per_clk, sms, clock_hz / 1e9) +
+                                 " (" + r.example + ")"};
+      }
+    }
+    apply_overrides(info_, overrides);
+
+    // Anything at least twice the L2 evicts every line a previous run left there.
+    info_.l2_flush_bytes = std::max<size_t>(2 * static_cast<size_t>(l2), size_t{8} << 20);
+    CUDA_CHECK(cudaMalloc(&flush_, info_.l2_flush_bytes));
+    info_.timer = "CUDA events, L2 flushed before each run";
+    CUDA_CHECK(cudaEventCreate(&start_));
+    CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+
+  ~GpuBackend() override {
+    blas_.reset();
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+    cudaFree(flush_);
+  }
+  GpuBackend(const GpuBackend&) = delete;
+  GpuBackend& operator=(const GpuBackend&) = delete;
+
+  const DeviceInfo& info() const override { return info_; }
+
+  Timing time(const std::function<void()>& launch, bool flush_l2, int warmup,
+              int repetitions) override {
+    for (int i = 0; i < warmup; ++i) launch();
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<double> samples;
+    samples.reserve(repetitions);
+    for (int r = 0; r < repetitions; ++r) {
+      if (flush_l2) CUDA_CHECK(cudaMemsetAsync(flush_, r & 0xff, info_.l2_flush_bytes, nullptr));
+      CUDA_CHECK(cudaEventRecord(start_, nullptr));
+      launch();
+      CUDA_CHECK(cudaEventRecord(stop_, nullptr));
+      // Waiting here also surfaces a fault of the kernel at this run, not a later one.
+      CUDA_CHECK(cudaEventSynchronize(stop_));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+      samples.push_back(ms);
+    }
+    CUDA_CHECK(cudaGetLastError());
+    return summarize(std::move(samples));
+  }
+
+  Blas* blas() override {
+    if (!blas_) blas_ = std::make_unique<Cublas>();
+    return blas_.get();
+  }
+
+ private:
+  DeviceInfo info_;
+  void* flush_ = nullptr;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  std::unique_ptr<Cublas> blas_;
+};
+
+#else
+
+// ---- CPU backend -------------------------------------------------------------------------------
+
+class SimBackend final : public Backend {
+ public:
+  explicit SimBackend(const PeakOverrides& overrides) {
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    info_.name = prop.name;
+    info_.backend = "sim";
+    info_.simulation = true;
+    // The CPU backend reports its worker threads as multiprocessors (CUDASIM_THREADS).
+    info_.detail = std::to_string(prop.multiProcessorCount) + " CPU threads";
+    info_.timer = "wall clock of the simulation";
+    // A simulation has no peaks to speak of; overrides are accepted and ignored so that the
+    // same command line works with both binaries.
+    (void)overrides;
+  }
+
+  const DeviceInfo& info() const override { return info_; }
+
+  Timing time(const std::function<void()>& launch, bool /*flush_l2*/, int warmup,
+              int repetitions) override {
+    for (int i = 0; i < warmup; ++i) launch();
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaGetLastError());
+    std::vector<double> samples;
+    samples.reserve(repetitions);
+    for (int r = 0; r < repetitions; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      launch();
+      CUDA_CHECK(cudaDeviceSynchronize());
+      samples.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    CUDA_CHECK(cudaGetLastError());
+    return summarize(std::move(samples));
+  }
+
+  Blas* blas() override { return nullptr; }
+
+ private:
+  DeviceInfo info_;
+};
+
+#endif
+
+}  // namespace
+
+std::unique_ptr<Backend> make_backend(const PeakOverrides& overrides) {
+  require_device();
+#ifdef CLOCKWORK_CLI_CUDA
+  return std::make_unique<GpuBackend>(overrides);
+#else
+  return std::make_unique<SimBackend>(overrides);
+#endif
+}
+
+}  // namespace clockwork::cli::bench
