@@ -193,4 +193,106 @@ void lm_head(const float* x_last, const __nv_bfloat16* w, float* logits, int voc
 /// @param stream  stream to run on
 void argmax(const float* values, int n, int32_t* index, cudaStream_t stream = nullptr);
 
+// ---- milestone 4 (extension): the KV cache and decode attention --------------------------------
+
+/// One layer's K and V cache as the kernels see it.
+///
+/// Storage is a pool of pages, token-major: `k` and `v` are each
+/// [num_pages, page_size, n_kv_heads, head_dim] fp32. A *slot* (physical page, offset) holds one
+/// position: a row of n_kv_heads·head_dim values laid out exactly like one row of the flat K (or
+/// V) activation, so writing a position is a row copy and head g of it is the contiguous slice
+/// g·head_dim .. (g+1)·head_dim of the slot.
+///
+/// Position p of the sequence lives in slot (page_table[p / page_size], p % page_size). A
+/// contiguous cache is the special case `page_table == nullptr`: one page of page_size
+/// (= capacity) slots in which position p is slot p.
+struct KvCacheView {
+  float* k = nullptr;                   ///< [num_pages, page_size, n_kv_heads, head_dim]
+  float* v = nullptr;                   ///< [num_pages, page_size, n_kv_heads, head_dim]
+  const int32_t* page_table = nullptr;  ///< [table_pages] physical page of each logical page
+                                        ///< (device memory); nullptr for a contiguous cache
+  int table_pages = 0;  ///< entries of page_table (1 for a contiguous cache): the sequence can
+                        ///< address table_pages·page_size positions
+  int num_pages = 0;    ///< physical pages in k and v (1 for a contiguous cache)
+  int page_size = 0;    ///< slots per page (the capacity, for a contiguous cache)
+  int n_kv_heads = 0;   ///< h_k
+  int head_dim = 0;     ///< h_d
+};
+
+/// Positions a view can address: table_pages·page_size (0 for an invalid view).
+int kv_cache_capacity(const KvCacheView& cache);
+
+/// The checks every launcher that reads or writes a cache makes on the view itself: non-null and
+/// distinct k and v, positive sizes, and num_pages = table_pages = 1 without a page table.
+/// Throws std::invalid_argument starting with `who` and naming the field.
+void check_kv_cache_view(const KvCacheView& cache, const char* who);
+
+/// Writes the K and V rows of positions first_pos .. first_pos+n−1 into their slots; every other
+/// slot is left untouched. Prefill calls it once per layer with all s prompt positions
+/// (first_pos = 0), a decode step with its one new position (first_pos = pos, n = 1).
+/// Throws std::out_of_range when first_pos + n exceeds kv_cache_capacity(cache) (a full cache is
+/// an error, never a silent overwrite) and std::invalid_argument, naming the field, for a
+/// malformed view. The page table's entries must lie in [0, num_pages) (KvCache keeps them so).
+/// @param k          [n, n_kv_heads·head_dim] fp32 keys of these positions, after RoPE
+/// @param v          [n, n_kv_heads·head_dim] fp32 values
+/// @param cache      the layer's cache
+/// @param first_pos  position of row 0 (>= 0)
+/// @param n          number of positions (>= 0)
+/// @param stream     stream to run on
+void kv_cache_append(const float* k, const float* v, const KvCacheView& cache, int first_pos,
+                     int n, cudaStream_t stream = nullptr);
+
+/// Decode attention: ONE new query row against positions 0 .. len−1 of the cache (the new
+/// token's own K and V included, so append before attending). For query head i with KV head
+/// g = i / (h/h_k): out_i = softmax(q_i·K_gᵀ / sqrt(h_d))·V_g over the len cached positions.
+/// One block per KV head: the h/h_k query heads of a group share every K and V tile it loads.
+/// @param q        [n_heads·head_dim] fp32 query of the new token (after RoPE at position len−1)
+/// @param cache    the layer's cache
+/// @param len      cached positions to attend to (1 .. kv_cache_capacity(cache))
+/// @param out      [n_heads·head_dim] fp32 output, heads concatenated (may not alias q)
+/// @param n_heads  h (a multiple of cache.n_kv_heads)
+/// @param stream   stream to run on
+void decode_attention(const float* q, const KvCacheView& cache, int len, float* out, int n_heads,
+                      cudaStream_t stream = nullptr);
+
+/// Number of chunks decode_attention_split() cuts len positions into: ceil(len / split_size).
+int decode_attention_splits(int len, int split_size);
+
+/// Split-KV decode attention (flash-decoding): the len positions are cut into chunks of
+/// split_size (the last one may be shorter); block (g, c) computes the attention state (O, LSE)
+/// of KV head g's query heads over chunk c, and merge_attention_states() combines the chunks.
+/// Same result as decode_attention() up to rounding, with h_k·ceil(len/split_size) blocks
+/// instead of h_k, so a long cache keeps the whole GPU busy.
+/// @param q            [n_heads·head_dim] fp32 query (after RoPE)
+/// @param cache        the layer's cache
+/// @param len          cached positions to attend to (1 .. kv_cache_capacity(cache))
+/// @param out          [n_heads·head_dim] fp32 output (may not alias q or the workspaces)
+/// @param n_heads      h
+/// @param split_size   positions per chunk (>= 1)
+/// @param partial_o    [decode_attention_splits(len, split_size), n_heads·head_dim] workspace
+/// @param partial_lse  [decode_attention_splits(len, split_size), n_heads] workspace
+/// @param stream       stream to run on
+void decode_attention_split(const float* q, const KvCacheView& cache, int len, float* out,
+                            int n_heads, int split_size, float* partial_o, float* partial_lse,
+                            cudaStream_t stream = nullptr);
+
+/// Merges attention states of the same queries over disjoint key sets. State j of head i is
+/// (O_j, LSE_j) with LSE_j = log Σ_{keys of j} exp(score) (scores already scaled by 1/sqrt(h_d))
+/// and O_j the softmax-weighted mean of the values over those keys. The merge is associative:
+///   LSE = log Σ_j e^{LSE_j},   O = Σ_j e^{LSE_j − LSE}·O_j
+/// (computed with the largest LSE_j subtracted first, so that large scores cannot overflow).
+/// A state over no keys has LSE = −inf and weight 0; when every state is empty O = 0 and
+/// LSE = −inf.
+/// @param o          [n_states, n_heads·head_dim] fp32 partial outputs
+/// @param lse        [n_states, n_heads] fp32 log-sum-exps
+/// @param n_states   number of states (>= 1)
+/// @param out        [n_heads·head_dim] fp32 merged output (may not alias o)
+/// @param out_lse    [n_heads] fp32 merged log-sum-exp, or nullptr when not needed
+/// @param n_heads    h
+/// @param head_dim   h_d
+/// @param stream     stream to run on
+void merge_attention_states(const float* o, const float* lse, int n_states, float* out,
+                            float* out_lse, int n_heads, int head_dim,
+                            cudaStream_t stream = nullptr);
+
 }  // namespace clockwork::kernels

@@ -232,6 +232,60 @@ torch::Tensor causal_gqa_attention(const torch::Tensor& q, const torch::Tensor& 
 }
 
 // ----------------------------------------------------------------------------------------------
+// Attention states (milestone 4)
+// ----------------------------------------------------------------------------------------------
+
+AttentionState attention_state(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, int64_t n_heads, int64_t n_kv_heads) {
+  require(q.dim() == 2 && q.size(0) == 1, "attention_state: expected q [1, h*h_d], got " + shape_str(q));
+  require(n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0 && q.size(1) % n_heads == 0,
+          "attention_state: h must be a positive multiple of h_k and divide q's width");
+  const int64_t head_dim = q.size(1) / n_heads;
+  require(k.dim() == 2 && k.size(1) == n_kv_heads * head_dim && v.sizes() == k.sizes(),
+          "attention_state: expected k and v [n, h_k*h_d] (got k " + shape_str(k) + ", v " +
+              shape_str(v) + ")");
+  if (k.size(0) == 0) {
+    return {torch::zeros({1, q.size(1)}, torch::kFloat),
+            torch::full({n_heads}, -std::numeric_limits<float>::infinity(), torch::kFloat)};
+  }
+  const torch::Tensor qh = ref::to_heads(q.to(torch::kDouble), n_heads);     // [h, 1, h_d]
+  const torch::Tensor kh = ref::to_heads(k.to(torch::kDouble), n_kv_heads);  // [h_k, n, h_d]
+  const torch::Tensor vh = ref::to_heads(v.to(torch::kDouble), n_kv_heads);  // [h_k, n, h_d]
+  std::vector<int64_t> group(static_cast<size_t>(n_heads));
+  for (int64_t i = 0; i < n_heads; ++i) group[i] = ref::kv_head_for(i, n_heads, n_kv_heads);
+  const torch::Tensor g = torch::tensor(group, torch::kLong);
+  const torch::Tensor scores = torch::matmul(qh, kh.index_select(0, g).transpose(1, 2)) /
+                               std::sqrt(static_cast<double>(head_dim));  // [h, 1, n]
+  const torch::Tensor lse = torch::logsumexp(scores, -1);                 // [h, 1]
+  const torch::Tensor out = torch::matmul(torch::exp(scores - lse.unsqueeze(-1)),
+                                          vh.index_select(0, g));  // [h, 1, h_d]
+  return {ref::from_heads(out).to(torch::kFloat), lse.reshape({n_heads}).to(torch::kFloat)};
+}
+
+AttentionState merge_attention_states(const std::vector<AttentionState>& states) {
+  require(!states.empty(), "merge_attention_states: need at least one state");
+  std::vector<torch::Tensor> lses, outs;
+  for (const AttentionState& st : states) {
+    require(st.lse.dim() == 1 && st.out.dim() == 2 && st.out.size(0) == 1 &&
+                st.out.size(1) % st.lse.size(0) == 0 && st.lse.sizes() == states[0].lse.sizes() &&
+                st.out.sizes() == states[0].out.sizes(),
+            "merge_attention_states: every state needs out [1, h*h_d] and lse [h] of the same h");
+    lses.push_back(st.lse.to(torch::kDouble));
+    outs.push_back(ref::to_heads(st.out.to(torch::kDouble), st.lse.size(0)));  // [h, 1, h_d]
+  }
+  const torch::Tensor lse = torch::stack(lses);                      // [n, h]
+  const torch::Tensor merged_lse = torch::logsumexp(lse, 0);        // [h]
+  torch::Tensor w = torch::exp(lse - merged_lse.unsqueeze(0));       // [n, h]
+  w = torch::nan_to_num(w, 0.0);                                     // all states empty: weight 0
+  const torch::Tensor o = torch::stack(outs);                        // [n, h, 1, h_d]
+  // An empty state's out may be anything: multiply only where the weight is non-zero.
+  const torch::Tensor weighted =
+      torch::where(w.reshape({w.size(0), w.size(1), 1, 1}) > 0,
+                   w.reshape({w.size(0), w.size(1), 1, 1}) * o, torch::zeros_like(o));
+  return {ref::from_heads(weighted.sum(0)).to(torch::kFloat), merged_lse.to(torch::kFloat)};
+}
+
+// ----------------------------------------------------------------------------------------------
 // FFN, residual, output
 // ----------------------------------------------------------------------------------------------
 

@@ -131,6 +131,29 @@ AttentionDetail causal_gqa_attention_detail(const torch::Tensor& q, const torch:
                                             int64_t n_kv_heads);
 
 // ---------------------------------------------------------------------------------------------
+// Milestone 4: attention states (decode attention with a KV cache, split-KV)
+// ---------------------------------------------------------------------------------------------
+
+/// The attention state of one query row per head over a set of keys, all of them visible:
+///   out_i = softmax(q_i·K_gᵀ / sqrt(h_d))·V_g   and   lse_i = log Σ_keys exp(q_i·k / sqrt(h_d)).
+/// A decode step's output is the state over positions 0 .. pos; states of disjoint key sets
+/// merge into the state of their union (merge_attention_states).
+struct AttentionState {
+  torch::Tensor out;  // [1, h*h_d] fp32
+  torch::Tensor lse;  // [h] fp32 (−inf for an empty key set)
+};
+
+/// The state of q over the keys k, v (no mask).  q [1, h*h_d], k and v [n, h_k*h_d] with n >= 0
+/// (n = 0 gives out = 0, lse = −inf).  Computed in float64 and rounded once to fp32.
+AttentionState attention_state(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, int64_t n_heads, int64_t n_kv_heads);
+
+/// The associative merge: lse = log Σ_j e^{lse_j}, out = Σ_j e^{lse_j − lse}·out_j, with the
+/// largest lse_j subtracted before exp; empty states (lse = −inf) weigh nothing.
+/// At least one state; all with the same shapes.
+AttentionState merge_attention_states(const std::vector<AttentionState>& states);
+
+// ---------------------------------------------------------------------------------------------
 // Milestone 3: FFN, residual, output
 // ---------------------------------------------------------------------------------------------
 

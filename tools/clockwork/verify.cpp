@@ -7,7 +7,10 @@
 //   3. a top-5 inclusion gate over N greedy steps: each side's argmax must be among the other
 //      side's five most likely tokens. fp32 rounding can swap two close logits between correct
 //      implementations, but rarely pushes a token out of the top 5, so the gate tells drift from
-//      bugs. The sequence grows with the reference's choice, so both always see the same ids.
+//      bugs. The sequence grows with the reference's choice, so both always see the same ids;
+//   4. with a KV cache (--kv-cache, milestone 4): the same sequence again, prefilled once and
+//      then decoded one token per step, each step's logits against the uncached ones of step 3
+//      (cosine similarity, max |Δ|, and the same top-5 gate).
 //
 // This is the only file of the program that includes libtorch.
 #include <algorithm>
@@ -18,11 +21,13 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <stdexcept>
 
 #include <torch/torch.h>
 
 #include "milestones/milestone3/model.h"
+#include "milestones/milestone4/cached_model.h"
 #include "reference/model.h"
 #include "tools/clockwork/cli.h"
 #include "tools/clockwork/commands.h"
@@ -47,12 +52,20 @@ const CommandSpec kSpec{
         {"chat", "", "wrap the prompt in the Llama 3 Instruct chat template"},
         {"steps", "N", "greedy steps of the top-5 gate (default 4)"},
         {"backend", "NAME", "cuda or sim; must match the binary"},
+        {"kv-cache", "KIND",
+         "none, contiguous or paged (default contiguous): after the gate, run the same steps "
+         "with this cache and compare them with the uncached ones; none skips that check"},
+        {"page-size", "N", "with --kv-cache paged: positions per page (default 16)"},
     },
     "",
     "The reference runs on the CPU in fp32 with the checkpoint's bf16 weights; for an 8B model\n"
     "it needs about as much memory as the checkpoint and takes a while per step."};
 
 constexpr int kGateK = 5;
+// Cached and uncached runs differ only in the order attention adds up: their logits agree to
+// about 1e-6 relative, far above this bound; a cache bug (a wrong slot, a missing rotation)
+// moves them by percents.
+constexpr double kCacheCosine = 0.9999;
 
 using Clock = std::chrono::steady_clock;
 
@@ -146,6 +159,15 @@ int run_verify(const std::vector<std::string>& argv) {
   const std::string prompt = args.get("prompt").value_or("The capital of France is");
   const int64_t steps = args.get_int("steps", 4, 1, 4096);
   check_backend(args.get("backend").value_or(backend_name()));
+  KvCacheKind cache_kind = KvCacheKind::Contiguous;
+  try {
+    cache_kind = parse_kv_cache_kind(args.get("kv-cache").value_or("contiguous"));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--kv-cache: ") + e.what());
+  }
+  const int64_t page_size = args.get_int("page-size", 16, 1, 1 << 20);
+  if (args.has("page-size") && cache_kind != KvCacheKind::Paged)
+    throw UsageError("--page-size needs --kv-cache paged");
 
   const fs::path dir = require_model_dir(model_arg);
   const ModelConfig config = load_config(dir);
@@ -158,12 +180,15 @@ int run_verify(const std::vector<std::string>& argv) {
 
   require_device();
   auto t0 = Clock::now();
-  Model model = [&] {
+  // Optional so that it can be released before the cached model loads: one copy of the weights
+  // on the device at a time.
+  std::optional<Model> model = [&] {
     ProgressBar bar(std::string("loading (") + backend_name() + ")");
     return Model::load(dir, [&](uint64_t done, uint64_t total, const std::string& tensor) {
       bar.update(done, total, tensor);
     });
   }();
+  const std::vector<int32_t> prompt_ids = ids;
   std::printf("model: %s (%lld layers, d=%lld, V=%lld), loaded on the %s backend in %.2f s\n",
               dir.string().c_str(), static_cast<long long>(config.num_layers),
               static_cast<long long>(config.hidden_size), static_cast<long long>(config.vocab_size),
@@ -183,7 +208,7 @@ int run_verify(const std::vector<std::string>& argv) {
   const size_t d = static_cast<size_t>(config.hidden_size);
   ForwardCapture capture;
   t0 = Clock::now();
-  std::vector<float> device_logits = model.forward(ids, &capture);
+  std::vector<float> device_logits = model->forward(ids, &capture);
   const double device_ms = ms_since(t0);
   t0 = Clock::now();
   const std::vector<int64_t> ids64(ids.begin(), ids.end());
@@ -244,13 +269,15 @@ int run_verify(const std::vector<std::string>& argv) {
   std::printf("  %4s  %-34s %-34s %s\n", "step", "model", "reference", "in each other's top 5");
   int failures = 0;
   std::string first_failure;
+  std::vector<std::vector<float>> uncached;  // the model's logits of each step, for the cache check
+  std::vector<int32_t> appended;             // the token appended after each step
   for (int64_t step = 0; step < steps; ++step) {
     if (step > 0) {
       if (static_cast<int64_t>(ids.size()) >= config.max_position_embeddings) {
         std::printf("  (the context is full after %lld steps)\n", static_cast<long long>(step));
         break;
       }
-      device_logits = model.forward(ids);
+      device_logits = model->forward(ids);
       const std::vector<int64_t> seq(ids.begin(), ids.end());
       ref_logits = to_vector(reference.forward(seq).logits);
     }
@@ -274,13 +301,64 @@ int run_verify(const std::vector<std::string>& argv) {
                         show_token(tokenizer, ref_top[0]);
       }
     }
+    uncached.push_back(device_logits);
+    appended.push_back(ref_top[0]);
     ids.push_back(ref_top[0]);
+  }
+
+  // The cache check: the same steps with a KV cache, against the uncached logits above.
+  int cache_failures = 0;
+  std::string first_cache_failure;
+  if (cache_kind != KvCacheKind::None) {
+    model.reset();
+    CachedModelOptions options;
+    options.cache = cache_kind;
+    options.page_size = static_cast<int>(page_size);
+    options.max_positions = static_cast<int>(prompt_ids.size() + uncached.size());
+    CachedModel cached = [&] {
+      ProgressBar bar(std::string("loading (") + backend_name() + ", KV cache)");
+      return CachedModel::load(dir, options,
+                               [&](uint64_t done, uint64_t total, const std::string& tensor) {
+                                 bar.update(done, total, tensor);
+                               });
+    }();
+    std::printf(
+        "\nKV-cache check (%s): the same %zu steps, the prompt prefilled\n"
+        "once, then one decode step per token; each step's logits against the uncached ones\n"
+        "above (cosine >= %.4f, each side's token in the other's top %d):\n",
+        cached.cache()->describe().c_str(), uncached.size(), kCacheCosine, kGateK);
+    std::printf("  %4s  %-34s %-34s %10s  %10s  %s\n", "step", "cached", "uncached", "cosine",
+                "max |Δ|", "ok");
+    for (size_t step = 0; step < uncached.size(); ++step) {
+      const std::vector<float> logits =
+          step == 0 ? cached.prefill(prompt_ids) : cached.decode(appended[step - 1]);
+      const Diff diff = compare(logits.data(), uncached[step].data(), logits.size());
+      const std::vector<int32_t> c_top = top_ids(logits, kGateK);
+      const std::vector<int32_t> u_top = top_ids(uncached[step], kGateK);
+      const bool ok = diff.finite && diff.cosine >= kCacheCosine && contains(u_top, c_top[0]) &&
+                      contains(c_top, u_top[0]);
+      std::printf("  %4zu  %-34s %-34s %10.6f  %10.3e  %s\n", step + 1,
+                  show_token(tokenizer, c_top[0]).c_str(),
+                  show_token(tokenizer, u_top[0]).c_str(), diff.cosine, diff.max_abs,
+                  ok ? "yes" : (diff.finite ? "no" : "no: NaN/inf"));
+      if (!ok && cache_failures++ == 0) {
+        first_cache_failure = "step " + std::to_string(step + 1) + (step == 0 ? " (prefill)" : "") +
+                              ": cosine " + std::to_string(diff.cosine) + ", cached chose " +
+                              show_token(tokenizer, c_top[0]) + ", uncached chose " +
+                              show_token(tokenizer, u_top[0]);
+      }
+    }
   }
 
   std::cout.flush();
   if (failures > 0) {
     throw std::runtime_error("top-5 gate failed in " + std::to_string(failures) + " of " +
                              std::to_string(steps) + " steps (first: " + first_failure + ")");
+  }
+  if (cache_failures > 0) {
+    throw std::runtime_error("the KV-cache check failed in " + std::to_string(cache_failures) +
+                             " of " + std::to_string(uncached.size()) + " steps (first: " +
+                             first_cache_failure + "); run ctest -L milestone4 for details");
   }
   std::printf("\nverify: PASS\n");
   return 0;

@@ -677,5 +677,75 @@ TEST_F(Cli, GenerateStopsAtTheEndOfTheContext) {
   EXPECT_LE(generated_ids(r.out).size(), 48 - prompt_tokens + 1);
 }
 
+// ---------------------------------------------------------------------------------------------
+// generate --kv-cache (milestone 4)
+// ---------------------------------------------------------------------------------------------
+
+// Greedy text does not depend on how keys and values are kept: without a cache, with the
+// contiguous one and with paged ones of several page sizes, the same ids come out. 20 steps pass
+// page boundaries of every page size used, and a 40-token prompt fills most of the 48-position
+// context, so the cache is sized to what is left.
+TEST_F(Cli, GenerateKvCacheModesGiveTheSameText) {
+  if (backend_missing()) GTEST_SKIP() << "no device for this binary";
+  const std::vector<std::string> base{"generate",         "--model", model().string(),
+                                      "--prompt",         "The clock in the hall",
+                                      "--max-new-tokens", "20",      "--print-ids"};
+  auto run_with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_cli(args);
+  };
+  const RunResult none = run_with({"--kv-cache", "none"});
+  ASSERT_EQ(none.code, 0) << none.err;
+  EXPECT_NE(none.err.find("KV cache: none"), std::string::npos) << none.err;
+  const std::vector<int32_t> want = generated_ids(none.out);
+  ASSERT_FALSE(want.empty());
+  const RunResult by_default = run_with({});
+  ASSERT_EQ(by_default.code, 0) << by_default.err;
+  EXPECT_NE(by_default.err.find("contiguous KV cache"), std::string::npos)
+      << "the default cache should be the contiguous one\n" << by_default.err;
+  EXPECT_EQ(by_default.out, none.out);
+  for (const char* page_size : {"1", "3", "16"}) {
+    const RunResult paged = run_with({"--kv-cache", "paged", "--page-size", page_size});
+    ASSERT_EQ(paged.code, 0) << paged.err;
+    EXPECT_EQ(paged.out, none.out) << "--kv-cache paged --page-size " << page_size;
+    EXPECT_NE(paged.err.find("paged KV cache"), std::string::npos) << paged.err;
+  }
+
+  // Up to the end of the context: the cache is never asked for more than it holds.
+  const Tokenizer tok = Tokenizer::from_file(model());
+  std::string prompt;
+  while (tok.encode(prompt, false, true).size() < 40) prompt += " clock";
+  std::vector<std::vector<int32_t>> ids;
+  for (const char* kind : {"none", "contiguous", "paged"}) {
+    const RunResult r = run_cli({"generate", "--model", model().string(), "--prompt", prompt,
+                                 "--max-new-tokens", "30", "--print-ids", "--kv-cache", kind});
+    ASSERT_EQ(r.code, 0) << kind << ": " << r.err;
+    ids.push_back(generated_ids(r.out));
+  }
+  EXPECT_EQ(ids[1], ids[0]);
+  EXPECT_EQ(ids[2], ids[0]);
+}
+
+TEST_F(Cli, GenerateKvCacheUsageErrors) {
+  const std::string m = model().string();
+  EXPECT_EQ(check_error(run_cli({"generate", "--model", m, "--prompt", "hi", "--kv-cache",
+                                 "pagd"}),
+                        "generate", 2, {"--kv-cache", "pagd", "none, contiguous or paged"}),
+            "");
+  EXPECT_EQ(check_error(run_cli({"generate", "--model", m, "--prompt", "hi", "--page-size", "4"}),
+                        "generate", 2, {"--page-size", "--kv-cache paged"}),
+            "");
+  EXPECT_EQ(check_error(run_cli({"generate", "--model", m, "--prompt", "hi", "--kv-cache",
+                                 "paged", "--page-size", "0"}),
+                        "generate", 2, {"--page-size"}),
+            "");
+  if (kHaveVerify) {
+    EXPECT_EQ(check_error(run_cli({"verify", "--model", m, "--kv-cache", "big"}), "verify", 2,
+                          {"--kv-cache", "big"}),
+              "");
+  }
+}
+
 }  // namespace
 }  // namespace clockwork::cli_test

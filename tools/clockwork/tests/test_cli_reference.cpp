@@ -113,9 +113,26 @@ TEST_F(CliReference, VerifyPassesOnACorrectModel) {
   const RunResult r = run_cli({"verify", "--model", model().string(), "--steps", "3"});
   EXPECT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("verify: PASS"), std::string::npos) << r.out;
-  for (const char* row : {"layer 0", "layer 1", "final norm", "logits"}) {
+  for (const char* row : {"layer 0", "layer 1", "final norm", "logits", "KV-cache check"}) {
     EXPECT_NE(r.out.find(row), std::string::npos) << row << "\n" << r.out;
   }
+}
+
+// verify compares cached with uncached generation step by step, with either cache, and skips
+// the comparison with --kv-cache none.
+TEST_F(CliReference, VerifyComparesCachedWithUncachedSteps) {
+  const RunResult paged = run_cli({"verify", "--model", model().string(), "--steps", "18",
+                                   "--kv-cache", "paged", "--page-size", "4"});
+  EXPECT_EQ(paged.code, 0) << paged.err << paged.out;
+  const size_t section = paged.out.find("KV-cache check (paged KV cache");
+  ASSERT_NE(section, std::string::npos) << paged.out;
+  EXPECT_NE(paged.out.find("\n    18  ", section), std::string::npos)
+      << "the cache check should cover all 18 steps\n" << paged.out;
+  EXPECT_NE(paged.out.find("verify: PASS"), std::string::npos) << paged.out;
+  const RunResult none =
+      run_cli({"verify", "--model", model().string(), "--steps", "2", "--kv-cache", "none"});
+  EXPECT_EQ(none.code, 0) << none.err << none.out;
+  EXPECT_EQ(none.out.find("KV-cache check"), std::string::npos) << none.out;
 }
 
 }  // namespace
