@@ -1,0 +1,640 @@
+#include "grading/grader.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "grading/results.h"
+#include "tools/handout/process.h"
+#include "tools/handout/test_reports.h"
+
+namespace clockwork::grading {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr size_t kMaxSubmissionFile = 4 * 1024 * 1024;  // no student source is anywhere near this
+constexpr size_t kMaxSubmissionEntries = 50000;
+constexpr unsigned long long kMaxTestOutputFile = 256ull * 1024 * 1024;
+constexpr size_t kListed = 25;  // names listed per category in the overall output
+
+bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+
+bool skipped_name(const std::string& name) {
+  return name.empty() || name[0] == '.' || starts_with(name, "build") || name == "__MACOSX";
+}
+
+// An upload often wraps the project in one folder (a zip of the checkout): grade what is inside.
+fs::path submission_root(fs::path root) {
+  for (int depth = 0; depth < 3; ++depth) {
+    std::vector<fs::path> dirs;
+    size_t files = 0;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(root, ec)) {
+      if (skipped_name(e.path().filename().string())) continue;
+      if (e.is_directory() && !e.is_symlink()) {
+        dirs.push_back(e.path());
+      } else {
+        ++files;
+      }
+    }
+    if (files != 0 || dirs.size() != 1 || fs::exists(root / "kernels")) break;
+    root = dirs[0];
+  }
+  return root;
+}
+
+std::string join_list(const std::vector<std::string>& items) {
+  std::string s;
+  for (size_t i = 0; i < items.size() && i < kListed; ++i) s += (i ? ", " : "") + items[i];
+  if (items.size() > kListed) s += ", and " + std::to_string(items.size() - kListed) + " more";
+  return s;
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  if (from.empty()) return s;
+  for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size())) {
+    s.replace(pos, from.size(), to);
+  }
+  return s;
+}
+
+bool gpu_present() {
+  handout::RunOptions o;
+  o.argv = {"nvidia-smi", "-L"};
+  o.timeout_s = 30;
+  const handout::RunResult r = run_process(o);
+  return r.succeeded() && r.output.find("GPU") != std::string::npos;
+}
+
+std::string nvcc_path() {
+  std::string p = handout::find_program("nvcc");
+  if (p.empty() && access("/usr/local/cuda/bin/nvcc", X_OK) == 0) p = "/usr/local/cuda/bin/nvcc";
+  return p;
+}
+
+std::string random_seed() {
+  std::random_device rd;
+  const uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  return std::to_string(v);
+}
+
+// The build's error messages: from the first failed step on, where the compiler's first error is.
+std::string build_errors(const std::string& log) {
+  size_t start = log.find("FAILED: ");
+  if (start == std::string::npos) start = log.find("error:");
+  if (start == std::string::npos) return handout::shorten(log, 8000, 0.2);
+  start = log.rfind('\n', start);
+  start = start == std::string::npos ? 0 : start + 1;
+  // Ninja prints each failed command in full after its FAILED line: long and of no use to a
+  // student, who cannot change it.
+  std::istringstream in(log.substr(start));
+  std::string line, text;
+  bool after_failed = false;
+  while (std::getline(in, line)) {
+    const bool command = after_failed && line.find(" -c ") != std::string::npos && line.find(" -o ") != std::string::npos;
+    after_failed = line.rfind("FAILED: ", 0) == 0;
+    if (!command) text += line + "\n";
+  }
+  return handout::shorten(text, 8000, 0.8);
+}
+
+// Holds an exclusive lock on the work folder so that two gradings never share a build.
+class WorkLock {
+ public:
+  explicit WorkLock(const fs::path& dir) {
+    fd_ = open((dir / ".grade.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0 || flock(fd_, LOCK_EX) != 0) throw std::runtime_error("cannot lock " + dir.string());
+  }
+  ~WorkLock() {
+    if (fd_ >= 0) close(fd_);
+  }
+  WorkLock(const WorkLock&) = delete;
+  WorkLock& operator=(const WorkLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// A temporary work folder that goes away with the grading.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "clockwork-grade-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("cannot create a temporary folder");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// Raised for failures of the grader or the framework (not of the submission).
+struct GraderError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace
+
+std::string SubmissionPlan::describe() const {
+  std::ostringstream o;
+  o << "Student files graded (" << used.size() << "): " << (used.empty() ? "none" : join_list(used)) << "\n";
+  for (const auto& [from, to] : placed) o << "  " << from << " was used as " << to << " (matched by name)\n";
+  if (!missing.empty()) {
+    o << "Not in the submission, so the handout's unfinished version was used (" << missing.size()
+      << "): " << join_list(missing) << "\n";
+  }
+  if (!ignored.empty()) {
+    std::vector<std::string> items;
+    for (const auto& [path, why] : ignored) items.push_back(path + " (" + why + ")");
+    o << "Ignored (" << ignored.size() << "): only student files are graded; the framework's own tests, harness, "
+      << "build files and rubric are always used: " << join_list(items) << "\n";
+  }
+  return o.str();
+}
+
+SubmissionPlan overlay_submission(handout::Tree& framework, const Rubric& rubric, const fs::path& submission_dir) {
+  SubmissionPlan plan;
+  if (!fs::is_directory(submission_dir)) throw GraderError("the submission folder does not exist: " + submission_dir.string());
+  const fs::path root = submission_root(submission_dir);
+
+  std::map<std::string, std::string> submitted;   // student file -> content
+  std::vector<std::pair<std::string, fs::path>> loose;  // top-level files, for matching by name
+  size_t entries = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, ec);
+       it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    if (++entries > kMaxSubmissionEntries) {
+      plan.ignored.emplace_back("...", "the submission has too many files; the rest were not looked at");
+      break;
+    }
+    const std::string name = it->path().filename().string();
+    const std::string rel = it->path().lexically_relative(root).generic_string();
+    if (it->is_symlink()) {
+      if (!skipped_name(name)) plan.ignored.emplace_back(rel, "a symbolic link");
+      if (it->is_directory()) it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_directory()) {
+      if (skipped_name(name)) it.disable_recursion_pending();
+      continue;
+    }
+    if (!it->is_regular_file()) continue;
+    const auto size = it->file_size(ec);
+    if (ec || size > kMaxSubmissionFile) {
+      plan.ignored.emplace_back(rel, "too large");
+      continue;
+    }
+    const handout::TreeFile* f = framework.find(rel);
+    if (rubric.is_student_file(rel) && f) {
+      submitted[rel] = handout::read_file(it->path());
+      continue;
+    }
+    if (it.depth() == 0) loose.emplace_back(rel, it->path());
+    if (!f) {
+      if (it.depth() != 0) plan.ignored.emplace_back(rel, "not part of the framework");
+      continue;
+    }
+    if (handout::read_file(it->path()) != f->content) plan.ignored.emplace_back(rel, "modified");
+  }
+
+  // Files uploaded on their own (matmul.cu rather than kernels/matmul.cu) go where the one
+  // student file of that name is.
+  std::map<std::string, std::vector<std::string>> by_name;
+  for (const handout::TreeFile& f : framework.files) {
+    if (rubric.is_student_file(f.path)) by_name[fs::path(f.path).filename().string()].push_back(f.path);
+  }
+  for (const auto& [rel, path] : loose) {
+    if (framework.find(rel)) continue;  // handled above
+    const auto it = by_name.find(rel);
+    if (it == by_name.end()) {
+      plan.ignored.emplace_back(rel, "not part of the framework");
+    } else if (it->second.size() != 1) {
+      plan.ignored.emplace_back(rel, "several student files have this name; submit it in its folder");
+    } else if (submitted.count(it->second[0])) {
+      plan.ignored.emplace_back(rel, it->second[0] + " was submitted too");
+    } else {
+      submitted[it->second[0]] = handout::read_file(path);
+      plan.placed.emplace_back(rel, it->second[0]);
+    }
+  }
+
+  for (handout::TreeFile& f : framework.files) {
+    if (!rubric.is_student_file(f.path)) continue;
+    const auto it = submitted.find(f.path);
+    if (it == submitted.end()) {
+      plan.missing.push_back(f.path);
+      continue;
+    }
+    f.content = it->second;
+    plan.used.push_back(f.path);
+  }
+  std::sort(plan.ignored.begin(), plan.ignored.end());
+  return plan;
+}
+
+namespace {
+
+struct Pipeline {
+  const GradeOptions& opt;
+  Rubric rubric;
+  fs::path work, tree_dir, build_dir, reports_dir;
+  std::string backend;  // "sim" or "cuda"
+  std::string seed;
+  std::ostringstream top;
+  std::map<std::string, std::optional<std::string>> build_env;
+
+  explicit Pipeline(const GradeOptions& o) : opt(o) {}
+
+  handout::RunResult run_logged(const std::vector<std::string>& argv, const fs::path& log, double timeout_s) {
+    handout::RunOptions r;
+    r.argv = argv;
+    r.cwd = tree_dir;
+    r.env = build_env;
+    r.timeout_s = timeout_s;
+    r.output_file = log;
+    r.max_output = 256 * 1024;
+    return handout::run_process(r);
+  }
+
+  fs::path framework;  // the built solution tree whose framework objects are reused, if any
+
+  // Whether --framework-build can serve: a configured build, brought up to date (a no-op when it
+  // is), so that its objects match the sources the framework copy is made from.
+  void prepare_framework() {
+    if (opt.framework_build.empty()) return;
+    const fs::path fw = fs::weakly_canonical(opt.framework_build);
+    if (!fs::exists(fw / "clockwork-framework.cmake")) {
+      std::cerr << "clockwork-grade: " << fw.string() << " is not a configured Clockwork build; "
+                << "compiling the whole framework instead\n";
+      return;
+    }
+    if (opt.refresh_framework) {
+      const int jobs = opt.jobs > 0 ? opt.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      const handout::RunResult r = run_logged({opt.cmake, "--build", fw.string(), "--target", "clockwork_framework",
+                                               "-j", std::to_string(jobs)},
+                                              work / "framework.log", opt.build_timeout_s);
+      if (!r.succeeded()) {
+        std::cerr << "clockwork-grade: the framework build " << fw.string() << " could not be brought up to date ("
+                  << r.describe() << "); compiling the whole framework instead\n";
+        return;
+      }
+    }
+    framework = fw;
+  }
+
+  // Configures the framework copy (always: cheap next to a build, and it follows any change of
+  // the tree such as the hidden tests coming or going). With a framework build to reuse, a
+  // configure that refuses it (different framework files, compiler or flags) is repeated without.
+  void configure() {
+    if (!framework.empty()) {
+      if (configure_with(framework)) return;
+      const std::string log = handout::read_file(work / "configure.log");
+      const size_t error = log.find("CMake Error");
+      std::cerr << "clockwork-grade: the framework build " << framework.string() << " cannot be reused:\n"
+                << handout::shorten(error == std::string::npos ? log : log.substr(error), 3000, 0.8)
+                << "\nclockwork-grade: compiling the whole framework instead\n";
+      framework.clear();
+    }
+    if (!configure_with({})) {
+      throw GraderError("The framework could not be configured:\n" +
+                        handout::shorten(handout::read_file(work / "configure.log"), 6000, 0.2));
+    }
+  }
+
+  bool configure_with(const fs::path& fw) {
+    std::vector<std::string> argv = {opt.cmake, "-S", tree_dir.string(), "-B", build_dir.string(),
+                                     "-DCLOCKWORK_FRAMEWORK_BUILD=" + fw.string()};
+    // Reused objects fix the build type (the framework's); otherwise the project's default.
+    argv.push_back(fw.empty() ? "-DCMAKE_BUILD_TYPE=RelWithDebInfo" : "-UCMAKE_BUILD_TYPE");
+    if (!handout::find_program("ninja").empty()) {
+      argv.push_back("-G");
+      argv.push_back("Ninja");
+      // A folder configured with another generator cannot switch: start it afresh.
+      std::error_code ec;
+      if (fs::exists(build_dir / "CMakeCache.txt") && !fs::exists(build_dir / "build.ninja")) {
+        fs::remove_all(build_dir, ec);
+      }
+    }
+    argv.push_back(backend == "cuda" ? "-DCLOCKWORK_CUDA=ON" : "-DCLOCKWORK_CUDA=OFF");
+    if (backend == "cuda") argv.push_back("-DCMAKE_CUDA_ARCHITECTURES=native");
+    const std::string ccache = opt.ccache ? handout::find_program("ccache") : std::string();
+    if (!ccache.empty()) {
+      argv.push_back("-DCMAKE_CXX_COMPILER_LAUNCHER=" + ccache);
+      if (backend == "cuda") argv.push_back("-DCMAKE_CUDA_COMPILER_LAUNCHER=" + ccache);
+      // Paths inside the tree are hashed relative to it, so that identical files compiled in
+      // another copy of the project (the instructor's build, an earlier grading) are reused.
+      if (!std::getenv("CCACHE_BASEDIR")) build_env["CCACHE_BASEDIR"] = tree_dir.string();
+      if (!std::getenv("CCACHE_NOHASHDIR")) build_env["CCACHE_NOHASHDIR"] = "1";
+    } else {
+      argv.push_back("-UCMAKE_CXX_COMPILER_LAUNCHER");
+      argv.push_back("-UCMAKE_CUDA_COMPILER_LAUNCHER");
+    }
+    return run_logged(argv, work / "configure.log", 1800).succeeded();
+  }
+
+  void build(const std::vector<std::string>& targets, std::string& errors, bool& ok, double& seconds) {
+    std::vector<std::string> argv = {opt.cmake, "--build", build_dir.string(), "--target"};
+    argv.insert(argv.end(), targets.begin(), targets.end());
+    const int jobs = opt.jobs > 0 ? opt.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    argv.push_back("-j");
+    argv.push_back(std::to_string(jobs));
+    const handout::RunResult r = run_logged(argv, work / "build.log", opt.build_timeout_s);
+    seconds = r.seconds;
+    ok = r.succeeded();
+    if (!ok) {
+      errors = (r.timed_out ? "The build did not finish in time.\n" : "") +
+               build_errors(handout::read_file(work / "build.log"));
+    }
+  }
+
+  // Paths inside the work tree, shown relative to the project root as the student knows them.
+  // Runs the rubric's benchmark and returns its leaderboard entries (Gradescope's {name, value,
+  // order}). A wrong kernel does not enter the leaderboard however fast it is, and a failing
+  // benchmark costs nothing but the entry.
+  json run_benchmark(bool all_passed) {
+    if (!all_passed) {
+      top << "Leaderboard: not entered, because not every test passed (a fast wrong kernel does not count).\n";
+      return json::array();
+    }
+    const fs::path report = reports_dir / "benchmark.json";
+    handout::RunOptions r;
+    r.argv = {(build_dir / "bin" / rubric.benchmark.target).string()};
+    r.argv.insert(r.argv.end(), rubric.benchmark.args.begin(), rubric.benchmark.args.end());
+    r.argv.push_back("--json");
+    r.argv.push_back(report.string());
+    r.cwd = build_dir;
+    r.timeout_s = rubric.benchmark.timeout_s;
+    r.output_file = reports_dir / "benchmark.log";
+    r.max_output = 16 * 1024;
+    const handout::RunResult run = handout::run_process(r);
+    json board = json::array();
+    try {
+      const json doc = json::parse(handout::read_file(report));
+      for (const json& e : doc.at("leaderboard")) {
+        json entry = {{"name", e.at("name").get<std::string>()}, {"value", e.at("value").get<double>()}};
+        if (e.contains("order")) entry["order"] = e["order"].get<std::string>();
+        board.push_back(std::move(entry));
+      }
+    } catch (const std::exception& e) {
+      top << "Leaderboard: the benchmark did not produce figures (" << run.describe() << ").\n";
+      std::cerr << "clockwork-grade: benchmark: " << e.what() << "\n" << handout::shorten(run.output, 4000, 0.2) << "\n";
+      return json::array();
+    }
+    top << "Leaderboard: " << board.size() << " figures from the benchmark (" << static_cast<long>(run.seconds + 0.5)
+        << " s).\n";
+    return board;
+  }
+
+  // Reused test objects were compiled in the solution tree, whose paths they print the same way.
+  std::string clean(const std::string& s) const {
+    std::string out = replace_all(replace_all(s, tree_dir.string() + "/", ""), tree_dir.string(), ".");
+    const std::string source = fs::weakly_canonical(opt.source).string();
+    return replace_all(out, source + "/", "");
+  }
+};
+
+json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::steady_clock::time_point start,
+                    std::unique_ptr<TempDir>& temp) {
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  const fs::path source = fs::weakly_canonical(opt.source);
+
+  // The rubric (with the hidden one when asked).
+  try {
+    p.rubric = load_rubric(opt.rubric.empty() ? source / "grading/rubric.json" : opt.rubric);
+    if (opt.hidden) {
+      const fs::path hidden = opt.hidden_rubric.empty() ? source / "grading/rubric-hidden.json" : opt.hidden_rubric;
+      merge_rubric(p.rubric, load_rubric(hidden, true));
+    }
+  } catch (const std::exception& e) {
+    throw GraderError(std::string("The rubric is unusable: ") + e.what());
+  }
+  if (opt.timeout_s > 0) p.rubric.timeout_s = opt.timeout_s;
+
+  // The backend.
+  if (opt.backend == "sim" || opt.backend == "cuda") {
+    p.backend = opt.backend;
+  } else if (opt.backend == "auto") {
+    p.backend = !nvcc_path().empty() && gpu_present() ? "cuda" : "sim";
+  } else {
+    throw GraderError("unknown backend '" + opt.backend + "' (auto, sim or cuda)");
+  }
+  if (opt.hidden) p.seed = opt.seed.empty() ? random_seed() : opt.seed;
+
+  // The framework: every solution region replaced by its stub, instructor material only when
+  // the hidden tests run. The student's files go on top.
+  handout::TreeOptions to;
+  to.source = source;
+  to.stub_from = 1;
+  to.instructor = opt.hidden;
+  to.untracked = opt.untracked;
+  handout::Tree framework = handout::generate_tree(to);
+  if (!framework.errors.empty()) {
+    std::string msg = "The framework's solution markers are malformed:\n";
+    for (const auto& e : framework.errors) msg += e.str() + "\n";
+    throw GraderError(msg);
+  }
+  for (const handout::TreeFile& f : framework.files) {
+    // Students cannot hand this file in, so its stub is always graded: a rubric to fix.
+    if (f.stubbed && !p.rubric.is_student_file(f.path)) {
+      std::cerr << "clockwork-grade: warning: " << f.path << " has solution regions but is not a student file\n";
+    }
+  }
+  const SubmissionPlan plan = overlay_submission(framework, p.rubric, opt.submission);
+
+  // The work folder: the tree and its build, kept between gradings when --work is given.
+  if (opt.work.empty()) {
+    temp = std::make_unique<TempDir>();
+    p.work = temp->path();
+  } else {
+    fs::create_directories(opt.work);
+    p.work = fs::weakly_canonical(opt.work);
+  }
+  WorkLock lock(p.work);
+  p.tree_dir = p.work / "tree";
+  p.build_dir = p.tree_dir / "build";
+  p.reports_dir = p.work / "reports";
+  handout::sync_tree(framework, p.tree_dir);
+  fs::remove_all(p.reports_dir);
+  fs::create_directories(p.reports_dir);
+
+  p.top << "Clockwork autograder: " << (p.backend == "cuda" ? "GPU (nvcc)" : "CPU backend (cudasim)")
+        << (opt.hidden ? ", public and hidden tests" : ", public tests") << ".\n"
+        << plan.describe();
+
+  // Where the time goes, for the staff (stderr): a grading should take well under a minute once
+  // the framework is built.
+  auto phase_start = std::chrono::steady_clock::now();
+  std::ostringstream phases;
+  auto phase = [&](const char* name) {
+    const auto now = std::chrono::steady_clock::now();
+    phases << (phases.tellp() > 0 ? ", " : "") << name << " "
+           << static_cast<long>(std::chrono::duration<double>(now - phase_start).count() + 0.5) << " s";
+    phase_start = now;
+  };
+  phase("preparing the tree");
+  p.prepare_framework();
+  phase("framework up to date");
+  p.configure();
+  phase(p.framework.empty() ? "configure" : "configure (reusing the framework's objects)");
+  const std::vector<handout::CtestTest> ctests = handout::list_ctest_tests(opt.ctest, p.build_dir);
+
+  // Each rubric test's binary: the ctest test of that name for this backend (kernel tests), or
+  // of exactly that name (host tests).
+  std::vector<std::string> test_of(p.rubric.tests.size());
+  std::vector<std::string> targets;
+  std::set<std::string> missing_binaries;
+  for (size_t i = 0; i < p.rubric.tests.size(); ++i) {
+    const RubricTest& t = p.rubric.tests[i];
+    for (const std::string& name : {t.binary + "." + p.backend, t.binary}) {
+      auto it = std::find_if(ctests.begin(), ctests.end(), [&](const handout::CtestTest& c) { return c.name == name; });
+      if (it == ctests.end()) continue;
+      test_of[i] = name;
+      if (std::find(targets.begin(), targets.end(), it->target()) == targets.end()) targets.push_back(it->target());
+      break;
+    }
+    if (test_of[i].empty()) missing_binaries.insert(t.binary);
+  }
+  if (!missing_binaries.empty()) {
+    std::vector<std::string> names(missing_binaries.begin(), missing_binaries.end());
+    std::cerr << "clockwork-grade: the framework has no test named " << join_list(names) << "\n";
+  }
+
+  // The leaderboard's benchmark: built with the tests, on a GPU only (CPU-backend timings say
+  // nothing about a kernel's speed on a GPU).
+  const bool benchmark = p.backend == "cuda" && !p.rubric.benchmark.target.empty();
+  if (benchmark) targets.push_back(p.rubric.benchmark.target);
+
+  std::vector<TestOutcome> outcomes(p.rubric.tests.size());
+  if (!targets.empty()) {
+    std::string errors;
+    bool ok = false;
+    double seconds = 0;
+    p.build(targets, errors, ok, seconds);
+    phase("build");
+    if (!ok) {
+      p.top << "\nThe build failed, so no test could run (score 0). The compiler said:\n\n" << p.clean(errors) << "\n";
+      return make_failed_results(&p.rubric, p.top.str(), "Not run: the build failed (see the overall output).",
+                                 elapsed());
+    }
+    p.top << "Build: " << static_cast<long>(seconds + 0.5) << " s.\n";
+  }
+  // Listed again: ctest gives the command of a test only once its program exists.
+  const std::vector<handout::CtestTest> built = handout::list_ctest_tests(opt.ctest, p.build_dir);
+  std::vector<const handout::CtestTest*> binary_of(p.rubric.tests.size(), nullptr);
+  for (size_t i = 0; i < p.rubric.tests.size(); ++i) {
+    auto it = std::find_if(built.begin(), built.end(),
+                           [&](const handout::CtestTest& c) { return c.name == test_of[i] && !c.command.empty(); });
+    if (it != built.end()) binary_of[i] = &*it;
+  }
+
+  // One run per rubric test, so that a crash or a hang costs that test only. Runs go side by side
+  // (one per CPU, or --jobs): each is its own process group with its own report and time limit.
+  auto run_one = [&](size_t i) {
+    const RubricTest& t = p.rubric.tests[i];
+    const handout::CtestTest* c = binary_of[i];
+    if (!c) {
+      outcomes[i] = not_run("The framework has no test program '" + t.binary +
+                            "' for this backend: the rubric and the framework disagree. Please tell the course staff.");
+      return;
+    }
+    const fs::path report = p.reports_dir / (std::to_string(i) + ".json");
+    handout::RunOptions r;
+    r.argv = c->command;
+    r.argv.push_back("--gtest_filter=" + t.filter);
+    r.argv.push_back("--gtest_output=json:" + report.string());
+    r.cwd = c->working_directory.empty() ? p.build_dir : c->working_directory;
+    for (const std::string& e : c->environment) {
+      const size_t eq = e.find('=');
+      if (eq != std::string::npos) r.env[e.substr(0, eq)] = e.substr(eq + 1);
+    }
+    // The grader's own environment must not steer the tests.
+    for (const char* v : {"GTEST_FILTER", "GTEST_OUTPUT", "GTEST_REPEAT", "GTEST_SHUFFLE", "GTEST_BREAK_ON_FAILURE",
+                          "GTEST_ALSO_RUN_DISABLED_TESTS", "CLOCKWORK_HIDDEN_SEED"}) {
+      r.env[v] = std::nullopt;
+    }
+    r.env["CLOCKWORK_SEED"] = t.hidden ? std::optional<std::string>(p.seed) : std::nullopt;
+    r.timeout_s = t.timeout_s > 0 && opt.timeout_s <= 0 ? t.timeout_s : p.rubric.timeout_s;
+    r.output_file = p.reports_dir / (std::to_string(i) + ".log");
+    r.max_output = 64 * 1024;
+    r.max_file_bytes = kMaxTestOutputFile;
+    const handout::RunResult run = handout::run_process(r);
+    outcomes[i] = judge_run(t, run, handout::read_gtest_report(report));
+    outcomes[i].output = p.clean(outcomes[i].output);
+  };
+  {
+    const size_t jobs = opt.jobs > 0 ? static_cast<size_t>(opt.jobs) : std::max(1u, std::thread::hardware_concurrency());
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> workers;
+    for (size_t w = 0; w < std::min(jobs, p.rubric.tests.size()); ++w) {
+      workers.emplace_back([&] {
+        for (size_t i = next++; i < p.rubric.tests.size(); i = next++) run_one(i);
+      });
+    }
+    for (std::thread& w : workers) w.join();
+  }
+
+  phase("tests");
+  std::cerr << "clockwork-grade: " << phases.str() << "; " << static_cast<long>(elapsed() + 0.5) << " s in all\n";
+  double score = 0;
+  for (size_t i = 0; i < outcomes.size(); ++i) score += outcomes[i].passed ? p.rubric.tests[i].points : 0;
+  std::ostringstream total;
+  total << "Score: " << score << " / " << p.rubric.total_points() << ".\n";
+  p.top << total.str();
+  json board = json::array();
+  if (benchmark) board = p.run_benchmark(score >= p.rubric.total_points());
+  json results = make_results(p.rubric, outcomes, p.top.str(), elapsed());
+  if (!board.empty()) {
+    if (!results.contains("leaderboard")) results["leaderboard"] = json::array();
+    for (json& entry : board) results["leaderboard"].push_back(std::move(entry));
+  }
+  return results;
+}
+
+}  // namespace
+
+nlohmann::json grade(const GradeOptions& options, int& status) {
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  Pipeline p(options);
+  std::unique_ptr<TempDir> temp;
+  status = 0;
+  try {
+    return grade_or_throw(options, p, start, temp);
+  } catch (const std::exception& e) {
+    // A failure of the grader, the framework or the machine: still a valid results.json, with
+    // the reason, and every rubric test (when the rubric was read) marked as not run.
+    status = 2;
+    const std::string before = p.top.str();
+    const std::string message = (before.empty() ? "" : before + "\n") +
+                                "The autograder could not grade this submission: " + e.what() +
+                                "\nThis is not a problem with your code; please tell the course staff.\n";
+    return make_failed_results(p.rubric.tests.empty() ? nullptr : &p.rubric, message,
+                               "Not run: the autograder failed (see the overall output).", elapsed());
+  }
+}
+
+}  // namespace clockwork::grading

@@ -1,0 +1,86 @@
+/// @file rubric.h
+/// The grading rubric: which files are the students', and which GoogleTest cases earn how many
+/// points in each milestone.
+///
+/// ```json
+/// {
+///   "student_files": ["kernels/*.cu", "milestones/milestone*/*.cpp"],
+///   "timeout_s": 300,
+///   "leaderboard": [{"property": "leaderboard_matmul_gflops", "name": "matmul GFLOP/s", "order": "desc"}],
+///   "benchmark": {"target": "clockwork-cuda", "args": ["bench", "--op", "matmul"], "timeout_s": 600},
+///   "milestones": [
+///     {"milestone": 1, "title": "Embedding and matmul",
+///      "tests": [{"name": "Tiled matmul", "binary": "milestone1_kernels",
+///                 "filter": "Matmul.Tiled*", "points": 4, "visibility": "visible"}]}
+///   ]
+/// }
+/// ```
+///
+/// `binary` is a test registered with ctest: `<binary>.sim` / `<binary>.cuda` for kernel tests
+/// (the backend the grader uses), or `<binary>` for plain host tests. `filter` is a GoogleTest
+/// filter (`Suite.*`, several patterns separated by `:`, exclusions after `-`). A test earns its
+/// points when every case it selects passes. A hidden rubric (grading/rubric-hidden.json, instructor
+/// only) has the same form; its tests run with the secret seed and default to visibility
+/// "after_due_date".
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace clockwork::grading {
+
+/// One graded item: a set of GoogleTest cases of one binary.
+struct RubricTest {
+  std::string name;
+  std::string binary;
+  std::string filter;
+  double points = 0;
+  std::string visibility = "visible";  ///< visible, hidden, after_due_date or after_published
+  std::vector<std::string> tags;
+  double timeout_s = 0;  ///< 0: the rubric's default
+  int milestone = 0;
+  bool hidden = false;  ///< from the hidden rubric: runs with the secret seed
+};
+
+struct LeaderboardColumn {
+  std::string property;  ///< RecordProperty() key reported by a test
+  std::string name;      ///< column title
+  std::string order;     ///< "asc", "desc" or "" (Gradescope's default)
+};
+
+/// The benchmark whose figures fill Gradescope's leaderboard: a program of the framework copy
+/// (built with the submission's kernels) that writes `clockwork bench --json` output. It runs
+/// only on a GPU, and only for a submission that passed every test.
+struct RubricBenchmark {
+  std::string target;             ///< CMake target of the program, e.g. "clockwork-cuda"
+  std::vector<std::string> args;  ///< its arguments; the grader appends `--json FILE`
+  double timeout_s = 600;
+};
+
+struct Rubric {
+  std::vector<std::string> student_files;  ///< glob patterns relative to the project root
+  double timeout_s = 300;
+  std::vector<LeaderboardColumn> leaderboard;
+  RubricBenchmark benchmark;  ///< empty target: no benchmark
+  std::vector<RubricTest> tests;  ///< in rubric order, milestone by milestone
+
+  /// True when `path` (relative, '/' separators) matches one of the student file patterns. `*`
+  /// and `?` do not match '/', so "milestones/milestone*/*.cpp" leaves out the tests folders.
+  bool is_student_file(const std::string& path) const;
+  double total_points() const;
+  /// Points of the tests of milestones in [from, to].
+  double points_of_milestones(int from, int to) const;
+};
+
+/// Parses a rubric; `hidden` marks every test as hidden. Throws std::runtime_error naming the
+/// problem (missing field, bad visibility, bad points).
+Rubric parse_rubric(const std::string& json_text, bool hidden = false);
+
+/// Reads a rubric file. Throws std::runtime_error.
+Rubric load_rubric(const std::filesystem::path& file, bool hidden = false);
+
+/// Appends the tests of `extra` (e.g. the hidden rubric) to `base`.
+void merge_rubric(Rubric& base, const Rubric& extra);
+
+}  // namespace clockwork::grading

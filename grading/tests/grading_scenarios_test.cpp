@@ -1,0 +1,300 @@
+// Whole gradings with clockwork-grade, on the CPU backend, of submissions made from this tree:
+//   - the reference solution scores full marks (public and hidden rubrics);
+//   - each milestone's handout scores exactly the points of the milestones before it;
+//   - a kernel that segfaults or aborts fails only the tests that run it;
+//   - a submission that does not compile scores 0 and shows the compiler's error;
+//   - a kernel that never returns is stopped by the time limit and fails only its tests;
+//   - modified tests, CMake files or rubric in a submission are ignored, and the output says so.
+// Every grading shares one work folder, so a grading only recompiles what its submission changed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "grading/rubric.h"
+#include "tools/handout/process.h"
+#include "tools/handout/tree.h"
+
+namespace clockwork::grading {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+class Grading : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    source_ = env("CLOCKWORK_SOURCE_DIR");
+    grade_ = env("CLOCKWORK_GRADE_EXE");
+    handout_ = env("CLOCKWORK_HANDOUT_EXE");
+    work_ = env("CLOCKWORK_SCENARIO_WORK");
+    if (source_.empty() || grade_.empty() || handout_.empty() || work_.empty()) {
+      GTEST_SKIP() << "the CLOCKWORK_* variables are set by ctest";
+    }
+    fs::create_directories(work_);
+    work_ = fs::canonical(work_);
+    rubric_ = load_rubric(source_ / "grading/rubric.json");
+    hidden_rubric_ = rubric_;
+    merge_rubric(hidden_rubric_, load_rubric(source_ / "grading/rubric-hidden.json", true));
+  }
+
+  // Runs clockwork-grade and returns its results.json.
+  json grade(const fs::path& submission, std::vector<std::string> extra = {}, int expected_status = 0) {
+    const fs::path out = work_ / "results.json";
+    fs::remove(out);
+    handout::RunOptions o;
+    o.argv = {grade_, "--submission", submission.string(), "--out", out.string(), "--source", source_.string(),
+              "--work", (work_ / "grade").string(), "--backend", "sim", "--jobs", "2", "--untracked"};
+    if (!env("CLOCKWORK_CMAKE").empty()) o.argv.insert(o.argv.end(), {"--cmake", env("CLOCKWORK_CMAKE")});
+    if (!env("CLOCKWORK_CTEST").empty()) o.argv.insert(o.argv.end(), {"--ctest", env("CLOCKWORK_CTEST")});
+    o.argv.insert(o.argv.end(), extra.begin(), extra.end());
+    o.timeout_s = 3000;
+    o.max_output = 20000;
+    const handout::RunResult r = handout::run_process(o);
+    EXPECT_EQ(r.exit_code, expected_status) << r.describe() << "\n" << r.output;
+    EXPECT_TRUE(fs::exists(out)) << "no results.json";
+    if (!fs::exists(out)) return json::object();
+    const json results = json::parse(handout::read_file(out));
+    check_format(results);
+    // The staff loop's figure: a grading, framework already built, should take under a minute
+    // on a 2-core machine (its build step is in the first lines of the output).
+    std::string build_line;
+    if (results.contains("output")) {
+      const std::string text = results["output"];
+      const size_t at = text.find("Build: ");
+      if (at != std::string::npos) build_line = ", " + text.substr(at, text.find('\n', at) - at);
+    }
+    std::cout << "graded " << submission.filename().string() << " in " << static_cast<int>(r.seconds + 0.5) << " s"
+              << build_line << ", score " << results.value("score", 0.0) << "\n"
+              << std::flush;
+    return results;
+  }
+
+  // The shape Gradescope expects, whatever the grading found.
+  static void check_format(const json& results) {
+    ASSERT_TRUE(results.contains("score"));
+    ASSERT_TRUE(results["score"].is_number());
+    ASSERT_TRUE(results["execution_time"].is_number());
+    ASSERT_TRUE(results["output"].is_string());
+    EXPECT_LE(results["output"].get<std::string>().size(), 16u * 1024);
+    ASSERT_TRUE(results["tests"].is_array());
+    size_t total = results["output"].get<std::string>().size();
+    double sum = 0;
+    for (const json& t : results["tests"]) {
+      for (const char* key : {"name", "output", "status", "visibility"}) EXPECT_TRUE(t[key].is_string()) << key;
+      EXPECT_TRUE(t["score"].is_number());
+      EXPECT_TRUE(t["max_score"].is_number());
+      EXPECT_TRUE(t["tags"].is_array());
+      EXPECT_TRUE(t["status"] == "passed" || t["status"] == "failed");
+      EXPECT_LE(t["output"].get<std::string>().size(), 10u * 1024);
+      total += t["output"].get<std::string>().size();
+      sum += t["score"].get<double>();
+    }
+    EXPECT_LE(total, 64u * 1024);
+    EXPECT_NEAR(results["score"].get<double>(), sum, 1e-6);
+  }
+
+  // A folder holding the reference solution's student files as they are (markers included: they
+  // are comments, and the failure scenarios use them to find where to break a kernel).
+  fs::path reference_submission(const std::string& name) {
+    const fs::path dir = work_ / "submissions" / name;
+    fs::remove_all(dir);
+    for (const std::string& path : handout::list_project_files(source_, true)) {
+      if (!rubric_.is_student_file(path)) continue;
+      fs::create_directories((dir / path).parent_path());
+      fs::copy_file(source_ / path, dir / path);
+    }
+    return dir;
+  }
+
+  // Milestone n's handout, made by the command-line tool.
+  fs::path handout_tree(int n) {
+    const fs::path dir = work_ / "submissions" / ("handout-m" + std::to_string(n));
+    handout::RunOptions o;
+    o.argv = {handout_, "--milestone", std::to_string(n), "--source", source_.string(), "--out", dir.string(),
+              "--untracked", "--force", "--quiet"};
+    o.timeout_s = 300;
+    const handout::RunResult r = handout::run_process(o);
+    EXPECT_TRUE(r.succeeded()) << r.output;
+    return dir;
+  }
+
+  // Inserts `code` as a line before the first line of `file` containing `anchor`.
+  static void insert_before(const fs::path& file, const std::string& anchor, const std::string& code) {
+    std::string text = handout::read_file(file);
+    const size_t at = text.find(anchor);
+    ASSERT_NE(at, std::string::npos) << anchor << " not found in " << file;
+    const size_t line = text.rfind('\n', at) + 1;
+    text.insert(line, code + "\n");
+    std::ofstream(file, std::ios::binary) << text;
+  }
+
+  // A rubric with a few tests of milestones 1 and 2, for the failure scenarios: cheap to run,
+  // and exact about which tests a broken kernel must cost.
+  fs::path small_rubric() {
+    const fs::path path = work_ / "small-rubric.json";
+    std::ofstream(path) << R"({
+      "student_files": ["kernels/*.cu", "milestones/milestone*/*.cpp"],
+      "timeout_s": 300,
+      "milestones": [
+        {"milestone": 1, "tests": [
+          {"name": "embedding", "binary": "milestone1_kernels", "filter": "Embedding.MatchesReference", "points": 1},
+          {"name": "matmul", "binary": "milestone1_kernels", "filter": "Matmul.TiledMatchesReferenceOnAwkwardShapes",
+           "points": 2}]},
+        {"milestone": 2, "tests": [
+          {"name": "rmsnorm", "binary": "milestone2_kernels", "filter": "RmsNorm.MatchesReference", "points": 4},
+          {"name": "rmsnorm arguments", "binary": "milestone2_kernels", "filter": "RmsNorm.RejectsBadArguments",
+           "points": 8}]}
+      ]})";
+    return path;
+  }
+
+  static const json& test_named(const json& results, const std::string& suffix) {
+    for (const json& t : results["tests"]) {
+      const std::string name = t["name"];
+      if (name.size() >= suffix.size() && name.substr(name.size() - suffix.size()) == suffix) return t;
+    }
+    static const json none = json::object();
+    ADD_FAILURE() << "no test named ..." << suffix;
+    return none;
+  }
+
+  fs::path source_, work_;
+  std::string grade_, handout_;
+  Rubric rubric_, hidden_rubric_;
+};
+
+TEST_F(Grading, ReferenceScoresFullMarks) {
+  const fs::path sub = reference_submission("reference");
+  const json hidden = grade(sub, {"--hidden", "--seed", "20240611"});
+  EXPECT_DOUBLE_EQ(hidden["score"].get<double>(), hidden_rubric_.total_points()) << hidden.dump(2);
+  ASSERT_EQ(hidden["tests"].size(), hidden_rubric_.tests.size());
+  size_t hidden_tests = 0;
+  for (const json& t : hidden["tests"]) {
+    EXPECT_EQ(t["status"], "passed") << t.dump(2);
+    const auto tags = t["tags"].get<std::vector<std::string>>();
+    if (std::find(tags.begin(), tags.end(), "hidden") != tags.end()) {
+      ++hidden_tests;
+      EXPECT_EQ(t["visibility"], "after_due_date");
+    }
+  }
+  EXPECT_GT(hidden_tests, 0u);
+
+  // Without --hidden: the public rubric only.
+  const json pub = grade(sub);
+  EXPECT_DOUBLE_EQ(pub["score"].get<double>(), rubric_.total_points()) << pub.dump(2);
+  EXPECT_EQ(pub["tests"].size(), rubric_.tests.size());
+  // The reference's own tree as the submission gives the same (everything but student files is
+  // ignored silently when unchanged).
+  const json whole = grade(source_);
+  EXPECT_DOUBLE_EQ(whole["score"].get<double>(), rubric_.total_points()) << whole["output"];
+}
+
+TEST_F(Grading, HandoutsScoreEarlierMilestones) {
+  int last = 0;
+  for (const RubricTest& t : hidden_rubric_.tests) last = std::max(last, t.milestone);
+  for (int n = 1; n <= last; ++n) {
+    SCOPED_TRACE("milestone " + std::to_string(n) + "'s handout");
+    const json results = grade(handout_tree(n), {"--hidden"});
+    EXPECT_DOUBLE_EQ(results["score"].get<double>(), hidden_rubric_.points_of_milestones(1, n - 1))
+        << results["output"];
+    for (const json& t : results["tests"]) {
+      const std::string out = t["output"];
+      if (t["status"] == "failed") {
+        // A stub fails cleanly: GoogleTest failures, not a crash or a hang.
+        EXPECT_NE(out.find("test case"), std::string::npos) << t.dump(2);
+        EXPECT_EQ(out.find("crashed"), std::string::npos) << t.dump(2);
+        EXPECT_EQ(out.find("time limit"), std::string::npos) << t.dump(2);
+      }
+    }
+  }
+}
+
+TEST_F(Grading, CrashingKernel) {
+  const fs::path sub = reference_submission("crash");
+  // A segfault in the RMSNorm kernel and an abort in the embedding kernel.
+  insert_before(sub / "kernels/rmsnorm.cu", "BEGIN SOLUTION(m2)",
+                "  if (threadIdx.x == 0) { volatile int* nowhere = nullptr; *nowhere = 1; }");
+  insert_before(sub / "kernels/embedding.cu", "BEGIN SOLUTION(m1)", "  if (threadIdx.x == 0) __builtin_abort();");
+  const json results = grade(sub, {"--rubric", small_rubric().string()});
+  const json& embedding = test_named(results, "embedding");
+  const json& rmsnorm = test_named(results, "rmsnorm");
+  EXPECT_EQ(embedding["status"], "failed");
+  EXPECT_NE(embedding["output"].get<std::string>().find("abort()"), std::string::npos) << embedding.dump(2);
+  EXPECT_EQ(rmsnorm["status"], "failed");
+  EXPECT_NE(rmsnorm["output"].get<std::string>().find("signal 11"), std::string::npos) << rmsnorm.dump(2);
+  EXPECT_NE(rmsnorm["output"].get<std::string>().find("RmsNorm.MatchesReference"), std::string::npos);
+  // The other tests, including one in the same test binary, are unaffected.
+  EXPECT_EQ(test_named(results, "matmul")["status"], "passed");
+  EXPECT_EQ(test_named(results, "rmsnorm arguments")["status"], "passed");
+  EXPECT_DOUBLE_EQ(results["score"].get<double>(), 10);
+}
+
+TEST_F(Grading, BuildError) {
+  const fs::path sub = reference_submission("build-error");
+  insert_before(sub / "kernels/matmul.cu", "BEGIN SOLUTION(m1)", "  this line is not C++;");
+  const json results = grade(sub, {"--rubric", small_rubric().string()});
+  EXPECT_DOUBLE_EQ(results["score"].get<double>(), 0);
+  EXPECT_EQ(results["tests"].size(), 4u);
+  const std::string out = results["output"];
+  EXPECT_NE(out.find("The build failed"), std::string::npos) << out;
+  EXPECT_NE(out.find("kernels/matmul.cu:"), std::string::npos) << out;
+  EXPECT_NE(out.find("error"), std::string::npos) << out;
+  for (const json& t : results["tests"]) EXPECT_EQ(t["status"], "failed");
+}
+
+TEST_F(Grading, HangingKernel) {
+  const fs::path sub = reference_submission("hang");
+  insert_before(sub / "kernels/rmsnorm.cu", "BEGIN SOLUTION(m2)",
+                "  for (volatile int spin = 1; spin;) {}");
+  const json results = grade(sub, {"--rubric", small_rubric().string(), "--timeout", "20"});
+  const json& rmsnorm = test_named(results, "rmsnorm");
+  EXPECT_EQ(rmsnorm["status"], "failed");
+  EXPECT_NE(rmsnorm["output"].get<std::string>().find("time limit"), std::string::npos) << rmsnorm.dump(2);
+  EXPECT_EQ(test_named(results, "embedding")["status"], "passed");
+  EXPECT_EQ(test_named(results, "matmul")["status"], "passed");
+  EXPECT_EQ(test_named(results, "rmsnorm arguments")["status"], "passed");
+  EXPECT_DOUBLE_EQ(results["score"].get<double>(), 11);
+  EXPECT_LT(results["execution_time"].get<double>(), 3000);
+}
+
+TEST_F(Grading, TamperedTests) {
+  // Milestone 1's handout (worth nothing) with tests that always pass, a rubric that gives
+  // everything, and CMake that would skip the real tests.
+  const fs::path sub = handout_tree(1);
+  std::ofstream(sub / "milestones/milestone1/tests/test_matmul.cpp")
+      << "#include <gtest/gtest.h>\n"
+         "TEST(Matmul, TiledMatchesReferenceOnAwkwardShapes) {}\n"
+         "TEST(Matmul, LlamaProjectionShapes) {}\n"
+         "TEST(Matmul, EmptyShapesWriteNothingAndZeroKWritesZeros) {}\n";
+  std::ofstream(sub / "milestones/milestone1/tests/test_embedding.cpp")
+      << "#include <gtest/gtest.h>\nTEST(Embedding, MatchesReference) {}\nTEST(Embedding, "
+         "OutOfRangeIdIsAnErrorNamingIt) {}\n";
+  std::ofstream(sub / "grading/rubric.json") << R"({"milestones": []})";
+  std::ofstream(sub / "milestones/milestone1/CMakeLists.txt", std::ios::app) << "\n# changed\n";
+  std::ofstream(sub / "harness/check/compare.cpp", std::ios::app) << "\n// changed\n";
+  const json results = grade(sub);
+  EXPECT_DOUBLE_EQ(results["score"].get<double>(), 0);
+  EXPECT_EQ(results["tests"].size(), rubric_.tests.size());
+  const std::string out = results["output"];
+  for (const char* path : {"milestones/milestone1/tests/test_matmul.cpp (modified)",
+                           "milestones/milestone1/tests/test_embedding.cpp (modified)",
+                           "grading/rubric.json (modified)", "milestones/milestone1/CMakeLists.txt (modified)",
+                           "harness/check/compare.cpp (modified)"}) {
+    EXPECT_NE(out.find(path), std::string::npos) << path << "\n" << out;
+  }
+  EXPECT_NE(out.find("Ignored"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace clockwork::grading

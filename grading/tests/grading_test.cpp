@@ -1,0 +1,374 @@
+// The autograder's pieces without a build: the rubric, the verdict on a test run (pass, failure,
+// crash, time limit, no report), results.json's fields and size limits, the leaderboard, and
+// which files of a submission are graded.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "grading/grader.h"
+#include "grading/results.h"
+#include "grading/rubric.h"
+
+namespace clockwork::grading {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const char* kRubric = R"({
+  "student_files": ["kernels/*.cu", "milestones/milestone*/*.cpp"],
+  "timeout_s": 60,
+  "leaderboard": [{"property": "leaderboard_gflops", "name": "GFLOP/s", "order": "desc"}],
+  "benchmark": {"target": "clockwork-cuda", "args": ["bench", "--op", "matmul"], "timeout_s": 120},
+  "milestones": [
+    {"milestone": 1, "tests": [
+      {"name": "Tiled", "binary": "milestone1_kernels", "filter": "Matmul.Tiled*", "points": 3},
+      {"name": "Embedding", "binary": "milestone1_kernels", "filter": "Embedding.*", "points": 1,
+       "visibility": "after_published", "tags": ["kernels"]}]},
+    {"milestone": 2, "tests": [
+      {"name": "RMSNorm", "binary": "milestone2_kernels", "filter": "RmsNorm.*", "points": 2.5}]}
+  ]})";
+
+TEST(Rubric, Parses) {
+  const Rubric r = parse_rubric(kRubric);
+  ASSERT_EQ(r.tests.size(), 3u);
+  EXPECT_EQ(r.tests[0].milestone, 1);
+  EXPECT_EQ(r.tests[0].visibility, "visible");
+  EXPECT_EQ(r.tests[1].visibility, "after_published");
+  EXPECT_EQ(r.tests[1].tags, std::vector<std::string>{"kernels"});
+  EXPECT_EQ(r.tests[2].milestone, 2);
+  EXPECT_DOUBLE_EQ(r.total_points(), 6.5);
+  EXPECT_DOUBLE_EQ(r.points_of_milestones(1, 1), 4);
+  EXPECT_DOUBLE_EQ(r.points_of_milestones(1, 0), 0);
+  EXPECT_DOUBLE_EQ(r.timeout_s, 60);
+  ASSERT_EQ(r.leaderboard.size(), 1u);
+  EXPECT_EQ(r.leaderboard[0].order, "desc");
+  EXPECT_EQ(r.benchmark.target, "clockwork-cuda");
+  EXPECT_EQ(r.benchmark.args, (std::vector<std::string>{"bench", "--op", "matmul"}));
+  EXPECT_DOUBLE_EQ(r.benchmark.timeout_s, 120);
+
+  const Rubric hidden = parse_rubric(kRubric, true);
+  EXPECT_TRUE(hidden.tests[0].hidden);
+  EXPECT_EQ(hidden.tests[0].visibility, "after_due_date");
+  Rubric merged = parse_rubric(kRubric);
+  merge_rubric(merged, hidden);
+  ASSERT_EQ(merged.tests.size(), 6u);
+  // Milestone by milestone: the hidden milestone-1 tests come before milestone 2.
+  EXPECT_EQ(merged.tests[2].milestone, 1);
+  EXPECT_TRUE(merged.tests[2].hidden);
+  EXPECT_EQ(merged.tests[5].milestone, 2);
+}
+
+TEST(Rubric, RejectsMistakesWithTheirPlace) {
+  auto error_of = [](const std::string& text) {
+    try {
+      parse_rubric(text);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of("{").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of("{}").find("milestones"), std::string::npos);
+  const std::string bad_visibility =
+      R"({"milestones": [{"milestone": 1, "tests": [{"name": "a", "binary": "b", "points": 1, "visibility": "soon"}]}]})";
+  EXPECT_NE(error_of(bad_visibility).find("visibility \"soon\""), std::string::npos) << error_of(bad_visibility);
+  const std::string no_points = R"({"milestones": [{"milestone": 2, "tests": [{"name": "a", "binary": "b"}]}]})";
+  EXPECT_NE(error_of(no_points).find("milestone 2, test 1"), std::string::npos) << error_of(no_points);
+  const std::string negative =
+      R"({"milestones": [{"milestone": 1, "tests": [{"name": "a", "binary": "b", "points": -1}]}]})";
+  EXPECT_NE(error_of(negative).find("points"), std::string::npos);
+  const std::string no_target = R"({"benchmark": {"args": []}, "milestones": []})";
+  EXPECT_NE(error_of(no_target).find("target"), std::string::npos) << error_of(no_target);
+}
+
+TEST(Rubric, StudentFiles) {
+  const Rubric r = parse_rubric(kRubric);
+  EXPECT_TRUE(r.is_student_file("kernels/matmul.cu"));
+  EXPECT_TRUE(r.is_student_file("milestones/milestone2/qkv.cpp"));
+  EXPECT_FALSE(r.is_student_file("kernels/kernels.h"));
+  EXPECT_FALSE(r.is_student_file("kernels/CMakeLists.txt"));
+  EXPECT_FALSE(r.is_student_file("milestones/milestone1/tests/test_matmul.cpp"));
+  EXPECT_FALSE(r.is_student_file("harness/check/compare.cpp"));
+  EXPECT_FALSE(r.is_student_file("grading/rubric.json"));
+  EXPECT_FALSE(r.is_student_file("kernels/sub/x.cu"));
+}
+
+TEST(Rubric, ShippedRubricsAreValid) {
+  const fs::path root = CLOCKWORK_SOURCE_DIR;
+  const Rubric pub = load_rubric(root / "grading/rubric.json");
+  EXPECT_GT(pub.total_points(), 0);
+  for (const RubricTest& t : pub.tests) EXPECT_FALSE(t.hidden);
+  if (fs::exists(root / "grading/rubric-hidden.json")) {
+    const Rubric hidden = load_rubric(root / "grading/rubric-hidden.json", true);
+    EXPECT_GT(hidden.total_points(), 0);
+  }
+}
+
+// ---- verdicts ----------------------------------------------------------------------------------
+
+RubricTest a_test() {
+  RubricTest t;
+  t.name = "Tiled";
+  t.binary = "milestone1_kernels";
+  t.filter = "Matmul.Tiled*";
+  t.points = 3;
+  t.milestone = 1;
+  return t;
+}
+
+handout::RunResult exited(int code, std::string output = "") {
+  handout::RunResult r;
+  r.started = true;
+  r.exit_code = code;
+  r.output = std::move(output);
+  r.seconds = 1.5;
+  return r;
+}
+
+const char* kPassReport = R"({"tests": 1, "testsuites": [{"name": "Matmul", "testsuite": [
+  {"name": "TiledA", "status": "RUN", "result": "COMPLETED", "time": "0.5s", "leaderboard_gflops": "12.5"}]}]})";
+
+const char* kFailReport = R"({"tests": 2, "testsuites": [{"name": "Matmul", "testsuite": [
+  {"name": "TiledA", "status": "RUN", "result": "COMPLETED", "time": "0.5s"},
+  {"name": "TiledB", "status": "RUN", "result": "COMPLETED", "time": "0.5s",
+   "failures": [{"failure": "y differs from the reference in 12 of 64 elements", "type": ""}]}]}]})";
+
+TEST(Verdict, PassAndFailure) {
+  const TestOutcome pass = judge_run(a_test(), exited(0), handout::parse_gtest_report(kPassReport));
+  EXPECT_TRUE(pass.passed);
+  EXPECT_NE(pass.output.find("1 of 1 test case passed"), std::string::npos) << pass.output;
+  ASSERT_EQ(pass.figures.size(), 1u);
+  EXPECT_EQ(pass.figures[0].first, "leaderboard_gflops");
+  EXPECT_DOUBLE_EQ(pass.figures[0].second, 12.5);
+
+  const TestOutcome fail = judge_run(a_test(), exited(1), handout::parse_gtest_report(kFailReport));
+  EXPECT_FALSE(fail.passed);
+  EXPECT_NE(fail.output.find("1 of 2 test cases passed"), std::string::npos) << fail.output;
+  EXPECT_NE(fail.output.find("FAILED Matmul.TiledB"), std::string::npos);
+  EXPECT_NE(fail.output.find("12 of 64 elements"), std::string::npos);
+}
+
+TEST(Verdict, CrashNamesTheRunningCaseAndShowsTheOutput) {
+  handout::RunResult r = exited(-1,
+                                "[ RUN      ] Matmul.TiledA\n[       OK ] Matmul.TiledA (5 ms)\n"
+                                "[ RUN      ] Matmul.TiledB\nlast words\n");
+  r.signal = SIGSEGV;
+  const TestOutcome o = judge_run(a_test(), r, handout::parse_gtest_report("not json"));
+  EXPECT_FALSE(o.passed);
+  EXPECT_NE(o.output.find("crashed"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("signal 11"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("It was running Matmul.TiledB"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("last words"), std::string::npos) << o.output;
+}
+
+TEST(Verdict, TimeLimitAndMissingReport) {
+  handout::RunResult r = exited(-1, "[ RUN      ] Matmul.TiledA\n");
+  r.timed_out = true;
+  r.seconds = 30;
+  const TestOutcome o = judge_run(a_test(), r, {});
+  EXPECT_FALSE(o.passed);
+  EXPECT_NE(o.output.find("did not finish within its time limit"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("Matmul.TiledA"), std::string::npos);
+
+  const TestOutcome none = judge_run(a_test(), exited(70, "cudasim: divergent barrier"), {});
+  EXPECT_FALSE(none.passed);
+  EXPECT_NE(none.output.find("exit status 70"), std::string::npos) << none.output;
+  EXPECT_NE(none.output.find("divergent barrier"), std::string::npos);
+}
+
+TEST(Verdict, NoMatchingCaseOrABadExitFail) {
+  const TestOutcome empty = judge_run(a_test(), exited(0), handout::parse_gtest_report(R"({"testsuites": []})"));
+  EXPECT_FALSE(empty.passed);
+  EXPECT_NE(empty.output.find("No test case matches"), std::string::npos);
+  // Every case passed, then the program died: not a pass.
+  handout::RunResult r = exited(-1);
+  r.signal = SIGABRT;
+  EXPECT_FALSE(judge_run(a_test(), r, handout::parse_gtest_report(kPassReport)).passed);
+  EXPECT_FALSE(judge_run(a_test(), exited(3), handout::parse_gtest_report(kPassReport)).passed);
+}
+
+TEST(Verdict, UnfinishedCase) {
+  EXPECT_EQ(unfinished_case("[ RUN      ] A.b\n[  FAILED  ] A.b (1 ms)\n"), "");
+  EXPECT_EQ(unfinished_case("[ RUN      ] A.b\n[       OK ] A.b\n[ RUN      ] A.c\n"), "A.c");
+  EXPECT_EQ(unfinished_case("nothing"), "");
+}
+
+// ---- results.json -------------------------------------------------------------------------------
+
+TEST(Results, GradescopeFields) {
+  const Rubric r = parse_rubric(kRubric);
+  std::vector<TestOutcome> outcomes(3);
+  outcomes[0].passed = true;
+  outcomes[0].output = "ok";
+  outcomes[1].output = "failed";
+  outcomes[2].passed = true;
+  const json j = make_results(r, outcomes, "overall", 12.34);
+  EXPECT_DOUBLE_EQ(j["score"].get<double>(), 5.5);
+  EXPECT_DOUBLE_EQ(j["execution_time"].get<double>(), 12.3);
+  EXPECT_EQ(j["output"], "overall");
+  ASSERT_EQ(j["tests"].size(), 3u);
+  const json& t0 = j["tests"][0];
+  EXPECT_EQ(t0["name"], "Milestone 1: Tiled");
+  EXPECT_EQ(t0["score"], 3);
+  EXPECT_EQ(t0["max_score"], 3);
+  EXPECT_EQ(t0["status"], "passed");
+  EXPECT_EQ(t0["visibility"], "visible");
+  EXPECT_EQ(t0["tags"], json({"milestone1", "milestone1_kernels"}));
+  EXPECT_EQ(j["tests"][1]["status"], "failed");
+  EXPECT_EQ(j["tests"][1]["score"], 0);
+  EXPECT_EQ(j["tests"][1]["visibility"], "after_published");
+  EXPECT_EQ(j["tests"][2]["max_score"], 2.5);
+  EXPECT_FALSE(j.contains("leaderboard"));  // no test reported a figure
+}
+
+TEST(Results, LeaderboardWhenFiguresExist) {
+  const Rubric r = parse_rubric(kRubric);
+  std::vector<TestOutcome> outcomes(3);
+  outcomes[0].passed = true;
+  outcomes[0].figures = {{"leaderboard_gflops", 12.5}, {"leaderboard_other", 3}};
+  const json j = make_results(r, outcomes, "", 1);
+  ASSERT_TRUE(j.contains("leaderboard"));
+  ASSERT_EQ(j["leaderboard"].size(), 2u);
+  EXPECT_EQ(j["leaderboard"][0]["name"], "GFLOP/s");
+  EXPECT_EQ(j["leaderboard"][0]["order"], "desc");
+  EXPECT_EQ(j["leaderboard"][0]["value"], 12.5);
+  EXPECT_EQ(j["leaderboard"][1]["name"], "other");
+  EXPECT_FALSE(j["leaderboard"][1].contains("order"));
+}
+
+TEST(Results, EveryTextFieldIsLimited) {
+  Rubric r;
+  for (int i = 0; i < 40; ++i) {
+    RubricTest t = a_test();
+    t.name = "t" + std::to_string(i);
+    r.tests.push_back(t);
+  }
+  std::vector<TestOutcome> outcomes(r.tests.size());
+  for (TestOutcome& o : outcomes) o.output = std::string(50000, 'x') + "END";
+  const OutputLimits limits;
+  const json j = make_results(r, outcomes, std::string(100000, 'y'), 1, limits);
+  size_t total = j["output"].get<std::string>().size();
+  EXPECT_LE(total, limits.top_level);
+  for (const json& t : j["tests"]) {
+    const std::string out = t["output"];
+    EXPECT_LE(out.size(), limits.per_test);
+    EXPECT_NE(out.find("END"), std::string::npos);  // the end of a long output survives
+    total += out.size();
+  }
+  EXPECT_LE(total, limits.total);
+}
+
+TEST(Results, InvalidUtf8StillMakesValidJson) {
+  const Rubric r = parse_rubric(kRubric);
+  std::vector<TestOutcome> outcomes(3);
+  outcomes[0].output = std::string("bad \xff\xfe bytes and a \x01 control");
+  const std::string text = dump_results(make_results(r, outcomes, "top \xc3", 1));
+  const json back = json::parse(text);
+  EXPECT_NE(back["tests"][0]["output"].get<std::string>().find("bytes"), std::string::npos);
+}
+
+TEST(Results, FailedGradingListsEveryTest) {
+  const Rubric r = parse_rubric(kRubric);
+  const json j = make_failed_results(&r, "The build failed", "not run", 3);
+  EXPECT_EQ(j["score"], 0);
+  ASSERT_EQ(j["tests"].size(), 3u);
+  for (const json& t : j["tests"]) {
+    EXPECT_EQ(t["status"], "failed");
+    EXPECT_EQ(t["output"], "not run");
+  }
+  const json bare = make_failed_results(nullptr, "no rubric", "", 0);
+  EXPECT_EQ(bare["score"], 0);
+  EXPECT_TRUE(bare["tests"].empty());
+}
+
+// ---- the submission's files ----------------------------------------------------------------------
+
+void put(const fs::path& file, const std::string& content) {
+  fs::create_directories(file.parent_path());
+  std::ofstream(file, std::ios::binary) << content;
+}
+
+class Submission : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("clockwork-grading-test-" + std::to_string(getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    for (const char* p : {"kernels/matmul.cu", "kernels/rmsnorm.cu", "kernels/kernels.h", "kernels/CMakeLists.txt",
+                          "milestones/milestone2/qkv.cpp", "milestones/milestone1/tests/test_matmul.cpp"}) {
+      handout::TreeFile f;
+      f.path = p;
+      f.content = std::string("framework ") + p;
+      framework_.files.push_back(f);
+    }
+    std::sort(framework_.files.begin(), framework_.files.end(),
+              [](const handout::TreeFile& a, const handout::TreeFile& b) { return a.path < b.path; });
+    rubric_ = parse_rubric(kRubric);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string content(const std::string& path) const { return framework_.find(path)->content; }
+
+  fs::path dir_;
+  handout::Tree framework_;
+  Rubric rubric_;
+};
+
+TEST_F(Submission, TakesStudentFilesAndIgnoresTheRest) {
+  const fs::path s = dir_ / "sub";
+  put(s / "kernels/matmul.cu", "student matmul");
+  put(s / "kernels/kernels.h", "student header");                               // modified framework file
+  put(s / "kernels/CMakeLists.txt", "framework kernels/CMakeLists.txt");         // unchanged: not reported
+  put(s / "milestones/milestone1/tests/test_matmul.cpp", "TEST(Matmul, X) {}");  // tampered test
+  put(s / "kernels/extra.cu", "helper");                                        // not in the framework
+  put(s / "grading/rubric.json", "{}");                                         // not in the framework here
+  put(s / "build/kernels/matmul.cu", "a build folder is never looked at");
+  put(s / ".git/config", "neither is git's");
+  fs::create_symlink("/etc/passwd", s / "kernels/rmsnorm.cu");
+
+  const SubmissionPlan plan = overlay_submission(framework_, rubric_, s);
+  EXPECT_EQ(plan.used, std::vector<std::string>{"kernels/matmul.cu"});
+  EXPECT_EQ(content("kernels/matmul.cu"), "student matmul");
+  EXPECT_EQ(content("kernels/kernels.h"), "framework kernels/kernels.h");
+  EXPECT_EQ(content("kernels/rmsnorm.cu"), "framework kernels/rmsnorm.cu");
+  EXPECT_EQ(content("milestones/milestone1/tests/test_matmul.cpp"),
+            "framework milestones/milestone1/tests/test_matmul.cpp");
+  EXPECT_EQ(plan.missing, (std::vector<std::string>{"kernels/rmsnorm.cu", "milestones/milestone2/qkv.cpp"}));
+  const std::vector<std::pair<std::string, std::string>> ignored = {
+      {"grading/rubric.json", "not part of the framework"},
+      {"kernels/extra.cu", "not part of the framework"},
+      {"kernels/kernels.h", "modified"},
+      {"kernels/rmsnorm.cu", "a symbolic link"},
+      {"milestones/milestone1/tests/test_matmul.cpp", "modified"}};
+  EXPECT_EQ(plan.ignored, ignored);
+  const std::string text = plan.describe();
+  EXPECT_NE(text.find("milestones/milestone1/tests/test_matmul.cpp (modified)"), std::string::npos) << text;
+  EXPECT_NE(text.find("only student files are graded"), std::string::npos) << text;
+}
+
+TEST_F(Submission, LooseFilesAndAWrappingFolder) {
+  // A zip of the project folder, plus a file uploaded on its own.
+  const fs::path s = dir_ / "sub";
+  put(s / "my-clockwork/kernels/rmsnorm.cu", "student rmsnorm");
+  const SubmissionPlan wrapped = overlay_submission(framework_, rubric_, s);
+  EXPECT_EQ(wrapped.used, std::vector<std::string>{"kernels/rmsnorm.cu"});
+
+  const fs::path flat = dir_ / "flat";
+  put(flat / "matmul.cu", "loose matmul");
+  put(flat / "qkv.cpp", "loose qkv");
+  put(flat / "notes.txt", "my notes");
+  const SubmissionPlan plan = overlay_submission(framework_, rubric_, flat);
+  EXPECT_EQ(plan.used, (std::vector<std::string>{"kernels/matmul.cu", "milestones/milestone2/qkv.cpp"}));
+  EXPECT_EQ(content("kernels/matmul.cu"), "loose matmul");
+  ASSERT_EQ(plan.placed.size(), 2u);
+  EXPECT_EQ(plan.ignored, (std::vector<std::pair<std::string, std::string>>{{"notes.txt", "not part of the framework"}}));
+}
+
+}  // namespace
+}  // namespace clockwork::grading
