@@ -15,8 +15,10 @@
 # This is sound only when everything an object depends on is identical in both trees. Student
 # files are .cu and .cpp files that nothing includes, so configuring checks every other source
 # and header of the tree byte for byte against the built tree and stops if any differs; it also
-# stops if the compiler or the flags differ. A target whose compile definitions name a folder of
-# its own tree, and a source whose prebuilt object is missing, are compiled as usual.
+# stops if the C++ compiler or flags differ. nvcc's objects are reused only when both builds
+# compile CUDA with the same nvcc, flags and architectures. A target whose compile definitions
+# name a folder of its own tree, and a source whose prebuilt object is missing, are compiled as
+# usual.
 
 set(CLOCKWORK_FRAMEWORK_BUILD "" CACHE PATH
     "A built Clockwork tree whose objects this build reuses for identical files (empty: compile everything)")
@@ -176,9 +178,13 @@ function(clockwork_finalize_framework)
   string(TOUPPER "${CMAKE_BUILD_TYPE}" config)
   set(flags "${CMAKE_CXX_FLAGS} ${CMAKE_CXX_FLAGS_${config}}")
   set(compiler "${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION} ${CMAKE_CXX_COMPILER}")
+  # nvcc's objects (the _cuda variants) are reused only when both builds compile CUDA alike: a
+  # grading on a GPU builds for that GPU alone, while the solution tree builds for every target.
+  set(cuda "")
   if(CMAKE_CUDA_COMPILER)
-    string(APPEND flags " | ${CMAKE_CUDA_FLAGS} ${CMAKE_CUDA_FLAGS_${config}} ${CMAKE_CUDA_ARCHITECTURES}")
-    string(APPEND compiler " | ${CMAKE_CUDA_COMPILER_ID} ${CMAKE_CUDA_COMPILER_VERSION}")
+    list(JOIN CMAKE_CUDA_ARCHITECTURES "," archs)
+    string(CONCAT cuda "${CMAKE_CUDA_COMPILER_ID} ${CMAKE_CUDA_COMPILER_VERSION} "
+                       "[${CMAKE_CUDA_FLAGS} ${CMAKE_CUDA_FLAGS_${config}}] ${archs}")
   endif()
 
   if(NOT CLOCKWORK_FRAMEWORK_BUILD)
@@ -189,6 +195,7 @@ function(clockwork_finalize_framework)
       "set(CLOCKWORK_PREBUILT_BUILD_TYPE \"${CMAKE_BUILD_TYPE}\")\n"
       "set(CLOCKWORK_PREBUILT_COMPILER \"${compiler}\")\n"
       "set(CLOCKWORK_PREBUILT_FLAGS \"${flags}\")\n"
+      "set(CLOCKWORK_PREBUILT_CUDA \"${cuda}\")\n"
       "set(CLOCKWORK_PREBUILT_TARGETS \"${shareable}\")\n")
     foreach(t IN LISTS shareable)
       string(APPEND content "set(CLOCKWORK_PREBUILT_OBJECTS_${t} \"$<TARGET_OBJECTS:${t}>\")\n")
@@ -202,12 +209,17 @@ function(clockwork_finalize_framework)
     return()
   endif()
 
-  # The same compiler, flags and framework files, or nothing can be reused.
+  set(cuda_alike OFF)
+  if(cuda AND cuda STREQUAL CLOCKWORK_PREBUILT_CUDA)
+    set(cuda_alike ON)
+  endif()
+
+  # The same C++ compiler, flags and framework files, or nothing can be reused.
   if(NOT compiler STREQUAL CLOCKWORK_PREBUILT_COMPILER OR NOT flags STREQUAL CLOCKWORK_PREBUILT_FLAGS)
     message(FATAL_ERROR "CLOCKWORK_FRAMEWORK_BUILD: that build used another compiler or other flags\n"
                         "  it: ${CLOCKWORK_PREBUILT_COMPILER} [${CLOCKWORK_PREBUILT_FLAGS}]\n"
                         "  this one: ${compiler} [${flags}]\n"
-                        "Configure this build like it (build type, flags, CLOCKWORK_CUDA), or without "
+                        "Configure this build like it (build type, flags), or without "
                         "CLOCKWORK_FRAMEWORK_BUILD.")
   endif()
   _clockwork_differing_framework_files("${regexes}" differ)
@@ -252,7 +264,12 @@ function(clockwork_finalize_framework)
       endif()
       _clockwork_source_info(${t} "${src}" origin suffix)
       set(object "")
-      if(origin AND EXISTS ${CLOCKWORK_PREBUILT_SOURCE_DIR}/${origin})
+      # A .cu file itself (not its CPU-backend rewrite, a .cu.cpp) is compiled by nvcc.
+      set(by_nvcc OFF)
+      if(src MATCHES "\\.cu$")
+        set(by_nvcc ON)
+      endif()
+      if(origin AND EXISTS ${CLOCKWORK_PREBUILT_SOURCE_DIR}/${origin} AND (cuda_alike OR NOT by_nvcc))
         foreach(o IN LISTS prebuilt)
           string(LENGTH "${o}" lo)
           string(LENGTH "${suffix}" ls)
