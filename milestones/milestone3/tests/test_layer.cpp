@@ -15,26 +15,15 @@
 #include "kernels/kernels.h"
 #include "milestones/milestone3/decoder.h"
 #include "milestones/milestone3/tests/chain.h"
+#include "milestones/milestone3/tests/tiny_config.h"
 #include "reference/model.h"
 #include "reference/ops.h"
 
 namespace clockwork {
 namespace {
 
-ModelConfig small_config(int64_t n_kv_heads) {
-  ModelConfig c;
-  c.hidden_size = 64;
-  c.num_layers = 1;
-  c.num_heads = 4;
-  c.num_kv_heads = n_kv_heads;
-  c.head_dim = 16;
-  c.intermediate_size = 96;
-  c.vocab_size = 97;
-  c.max_position_embeddings = 64;
-  c.bos_token_id = 1;
-  c.eos_token_ids = {2};
-  return c;
-}
+// One layer of the tiny shape (tiny_config.h).
+ModelConfig small_config(int64_t n_kv_heads) { return tiny_test_config(n_kv_heads, 1, 64); }
 
 // Rounding errors of a chain of ops add up: each op contributes its own (relative to the size
 // of its result), and the later ops carry the earlier errors forward at about the same relative

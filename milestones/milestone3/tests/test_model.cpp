@@ -26,6 +26,7 @@
 #include "milestones/milestone3/model.h"
 #include "milestones/milestone3/tests/chain.h"
 #include "milestones/milestone3/tests/end_to_end.h"
+#include "milestones/milestone3/tests/tiny_config.h"
 #include "reference/model.h"
 #include "reference/ops.h"
 
@@ -42,21 +43,11 @@ struct ModelCase {
   const char* why;
 };
 
-// d = 64, h = 4 (h_d = 16), 2 layers, d_ff = 96, V = 97: every shape differs from the others.
+// Two layers of the tiny shape (tiny_config.h), with the case's KV heads, tying and scaling.
 ModelConfig tiny_config(const ModelCase& m) {
-  ModelConfig c;
-  c.hidden_size = 64;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = m.n_kv_heads;
-  c.head_dim = 16;
-  c.intermediate_size = 96;
-  c.vocab_size = 97;
-  c.max_position_embeddings = 40;
+  ModelConfig c = tiny_test_config(m.n_kv_heads, 2, 40);
   c.tie_word_embeddings = m.tied;
   c.rope_scaling = m.scaling;
-  c.bos_token_id = 1;
-  c.eos_token_ids = {2};
   return c;
 }
 

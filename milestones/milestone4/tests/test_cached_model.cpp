@@ -23,6 +23,7 @@
 #include "harness/profiling/nvtx_recorder.h"
 #include "milestones/milestone1/safetensors.h"
 #include "milestones/milestone3/tests/candidates.h"
+#include "milestones/milestone3/tests/tiny_config.h"
 #include "milestones/milestone4/cached_model.h"
 #include "milestones/milestone4/decode_bench.h"
 #include "milestones/milestone4/tests/cache_check.h"
@@ -38,21 +39,8 @@ using Weights = std::map<std::string, torch::Tensor>;
 
 // ---- tiny checkpoints ------------------------------------------------------------------------
 
-// d = 64, h = 4 (h_d = 16), 2 layers, d_ff = 96, V = 97, a context of 64 positions.
-ModelConfig tiny_config(int64_t n_kv_heads) {
-  ModelConfig c;
-  c.hidden_size = 64;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = n_kv_heads;
-  c.head_dim = 16;
-  c.intermediate_size = 96;
-  c.vocab_size = 97;
-  c.max_position_embeddings = 64;
-  c.bos_token_id = 1;
-  c.eos_token_ids = {2};
-  return c;
-}
+// Two layers of the tiny shape (milestone 3's tiny_config.h), a context of 64 positions.
+ModelConfig tiny_config(int64_t n_kv_heads) { return tiny_test_config(n_kv_heads, 2, 64); }
 
 TensorData tensor_data(const std::string& name, const torch::Tensor& t) {
   TensorData td;
