@@ -67,22 +67,11 @@ struct Model::Impl {
     free_all(weight_memory);
   }
 
-  static void free_all(std::vector<void*>& memory) {
-    for (void* p : memory) cudaFree(p);  // errors ignored: a destructor cannot report them
-    memory.clear();
-  }
+  static void free_all(std::vector<void*>& memory) { free_device_memory(memory); }
 
   template <class T>
   static T* allocate(std::vector<void*>& memory, size_t count, const std::string& what) {
-    void* p = nullptr;
-    const cudaError_t err = cudaMalloc(&p, count * sizeof(T));
-    if (err != cudaSuccess) {
-      (void)cudaGetLastError();
-      throw CudaError(err, "Model: cannot allocate " + std::to_string(count * sizeof(T)) +
-                               " bytes on the device for " + what + ": " + cudaGetErrorString(err));
-    }
-    memory.push_back(p);
-    return static_cast<T*>(p);
+    return allocate_device<T>(memory, count, "Model", what);
   }
 
   // Makes the activations hold at least s tokens.

@@ -25,18 +25,6 @@ std::string layer_name(int64_t layer, const std::string& suffix) {
   return "model.layers." + std::to_string(layer) + "." + suffix;
 }
 
-template <class T>
-T* allocate(std::vector<void*>& memory, size_t count, const std::string& owner, const std::string& what) {
-  void* p = nullptr;
-  const cudaError_t err = cudaMalloc(&p, count * sizeof(T));
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw CudaError(err, owner + ": cannot allocate " + std::to_string(count * sizeof(T)) +
-                             " bytes on the device for " + what + ": " + cudaGetErrorString(err));
-  }
-  memory.push_back(p);
-  return static_cast<T*>(p);
-}
 
 }  // namespace
 
@@ -87,7 +75,7 @@ DeviceWeights load_device_weights(const std::filesystem::path& dir, const ModelC
   uint64_t done = 0;
   for (size_t t = 0; t < wanted.size(); ++t) {
     const TensorInfo& info = *tensors[t];
-    auto* dst = allocate<__nv_bfloat16>(memory, static_cast<size_t>(info.numel()), owner, info.name);
+    auto* dst = allocate_device<__nv_bfloat16>(memory, static_cast<size_t>(info.numel()), owner, info.name);
     auto* bytes = reinterpret_cast<unsigned char*>(dst);
     for (size_t off = 0; off < info.nbytes; off += kCopyChunk) {
       const size_t n = std::min(kCopyChunk, info.nbytes - off);
@@ -109,7 +97,7 @@ DeviceWeights load_device_weights(const std::filesystem::path& dir, const ModelC
   }
   const std::vector<double> inv_freq = kernels::rope_inv_freq(
       static_cast<int>(c.head_dim), c.rope_theta, c.rope_scaling ? &scaling : nullptr);
-  m.inv_freq = allocate<double>(memory, inv_freq.size(), owner, "RoPE inverse frequencies");
+  m.inv_freq = allocate_device<double>(memory, inv_freq.size(), owner, "RoPE inverse frequencies");
   CUDA_CHECK(cudaMemcpy(m.inv_freq, inv_freq.data(), inv_freq.size() * sizeof(double),
                         cudaMemcpyHostToDevice));
   return m;

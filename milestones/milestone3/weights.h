@@ -4,16 +4,41 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_runtime.h>
 
+#include <cstddef>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "harness/check/cuda_check.h"
 #include "milestones/milestone1/config.h"
 #include "milestones/milestone3/decoder.h"
 #include "milestones/milestone3/model.h"
 
 namespace clockwork {
+
+/// cudaMalloc of `count` T's, recorded in `memory` (freed by free_device_memory). Throws
+/// CudaError naming `owner` (the model class), the size and `what`.
+template <class T>
+T* allocate_device(std::vector<void*>& memory, size_t count, const std::string& owner,
+                   const std::string& what) {
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, count * sizeof(T));
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw CudaError(err, owner + ": cannot allocate " + std::to_string(count * sizeof(T)) +
+                             " bytes on the device for " + what + ": " + cudaGetErrorString(err));
+  }
+  memory.push_back(p);
+  return static_cast<T*>(p);
+}
+
+/// Frees every allocation in `memory` (errors ignored: it runs in destructors) and empties it.
+inline void free_device_memory(std::vector<void*>& memory) {
+  for (void* p : memory) cudaFree(p);
+  memory.clear();
+}
 
 /// Device pointers to every weight of the model (bf16) and the RoPE inverse frequencies.
 struct DeviceWeights {
