@@ -14,6 +14,7 @@
 #include "milestones/milestone4/cached_model.h"
 #include "tools/clockwork/cli.h"
 #include "tools/clockwork/commands.h"
+#include "tools/clockwork/kv_cache_args.h"
 #include "tools/clockwork/model_dir.h"
 #include "tools/clockwork/sampling.h"
 
@@ -64,15 +65,6 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// --kv-cache KIND (default contiguous); UsageError for anything else.
-KvCacheKind kv_cache_from_args(const Args& args) {
-  try {
-    return parse_kv_cache_kind(args.get("kv-cache").value_or("contiguous"));
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(std::string("--kv-cache: ") + e.what());
-  }
-}
-
 }  // namespace
 
 int cmd_generate(const std::vector<std::string>& argv) {
@@ -88,10 +80,7 @@ int cmd_generate(const std::vector<std::string>& argv) {
   const int64_t max_new = args.get_int("max-new-tokens", 32, 0, 1 << 24);
   const SamplingOptions sampling = sampling_from_args(args);
   check_backend(args.get("backend").value_or(backend_name()));
-  const KvCacheKind cache_kind = kv_cache_from_args(args);
-  const int64_t page_size = args.get_int("page-size", 16, 1, 1 << 20);
-  if (args.has("page-size") && cache_kind != KvCacheKind::Paged)
-    throw UsageError("--page-size needs --kv-cache paged");
+  const KvCacheArgs cache_args = kv_cache_args(args);
 
   // Everything cheap is checked before the weights are copied to the device.
   const fs::path dir = require_model_dir(model_arg);
@@ -116,8 +105,8 @@ int cmd_generate(const std::vector<std::string>& argv) {
 
   // The cache holds the prompt and every new token but the last (which is never run).
   CachedModelOptions options;
-  options.cache = cache_kind;
-  options.page_size = static_cast<int>(page_size);
+  options.cache = cache_args.kind;
+  options.page_size = cache_args.page_size;
   options.max_positions = static_cast<int>(std::min<int64_t>(
       config.max_position_embeddings, static_cast<int64_t>(ids.size()) + std::max<int64_t>(max_new, 1)));
   const auto load_start = Clock::now();

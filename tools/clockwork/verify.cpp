@@ -31,6 +31,7 @@
 #include "reference/model.h"
 #include "tools/clockwork/cli.h"
 #include "tools/clockwork/commands.h"
+#include "tools/clockwork/kv_cache_args.h"
 #include "tools/clockwork/model_dir.h"
 
 namespace clockwork::cli {
@@ -159,15 +160,7 @@ int run_verify(const std::vector<std::string>& argv) {
   const std::string prompt = args.get("prompt").value_or("The capital of France is");
   const int64_t steps = args.get_int("steps", 4, 1, 4096);
   check_backend(args.get("backend").value_or(backend_name()));
-  KvCacheKind cache_kind = KvCacheKind::Contiguous;
-  try {
-    cache_kind = parse_kv_cache_kind(args.get("kv-cache").value_or("contiguous"));
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(std::string("--kv-cache: ") + e.what());
-  }
-  const int64_t page_size = args.get_int("page-size", 16, 1, 1 << 20);
-  if (args.has("page-size") && cache_kind != KvCacheKind::Paged)
-    throw UsageError("--page-size needs --kv-cache paged");
+  const KvCacheArgs cache_args = kv_cache_args(args);
 
   const fs::path dir = require_model_dir(model_arg);
   const ModelConfig config = load_config(dir);
@@ -309,11 +302,11 @@ int run_verify(const std::vector<std::string>& argv) {
   // The cache check: the same steps with a KV cache, against the uncached logits above.
   int cache_failures = 0;
   std::string first_cache_failure;
-  if (cache_kind != KvCacheKind::None) {
+  if (cache_args.kind != KvCacheKind::None) {
     model.reset();
     CachedModelOptions options;
-    options.cache = cache_kind;
-    options.page_size = static_cast<int>(page_size);
+    options.cache = cache_args.kind;
+    options.page_size = cache_args.page_size;
     options.max_positions = static_cast<int>(prompt_ids.size() + uncached.size());
     CachedModel cached = [&] {
       ProgressBar bar(std::string("loading (") + backend_name() + ", KV cache)");
