@@ -29,8 +29,9 @@ __global__ void lm_head_kernel(const float* x_last, const __nv_bfloat16* w, floa
                                int vocab, int d) {
   // BEGIN SOLUTION(m3): Warp number blockIdx.x·kWarpsPerBlock + threadIdx.x/32 computes the logit
   // of that vocabulary row j (return when j >= vocab: the whole warp leaves together). Lane l
-  // adds x_last[c]·float(w[j, c]) for c = l, l+32, l+64, ... (size_t row offset: vocab·d is
-  // beyond 2^31), then the lanes sum their partials with __shfl_xor_sync (or _down_) over
+  // adds x_last[c]·float(w[j, c]) for c = l, l+32, l+64, ... (a size_t row offset: vocab·d ≈
+  // 5.3e8 fits in an int, but with no room to spare for larger vocabularies or widths), then the
+  // lanes sum their partials with __shfl_xor_sync (or _down_) over
   // offsets 16, 8, 4, 2, 1, and lane 0 writes logits[j].
   const int lane = threadIdx.x % 32;
   const int j = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;

@@ -67,58 +67,16 @@ __global__ void matmul_tiled(const float* x, const __nv_bfloat16* w, float* y, i
   // END SOLUTION
 }
 
-// c = a·b or a·bᵀ in fp32 with row strides lda, ldb, ldc (see kernels.h). Same tiling as above.
-__global__ void matmul_f32_tiled(const float* a, const float* b, float* c, int m, int n, int k, bool transpose_b,
-                                 int lda, int ldb, int ldc) {
-  // BEGIN SOLUTION(m3): The tiled kernel again, for fp32 operands with row strides. With
-  // transpose_b, b is [n, k] and loads like w above; without, b is [k, n] and the tile is loaded
-  // with threadIdx.x running along n, which is then the contiguous direction.
-  __shared__ float as[kTile][kTile + 1];
-  __shared__ float bs[kTile][kTile + 1];  // bs[col][kk] in both cases
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const int row0 = blockIdx.y * kTile, col0 = blockIdx.x * kTile;
-  float acc[kRowsPerThread] = {0.f, 0.f, 0.f, 0.f};
-  for (int k0 = 0; k0 < k; k0 += kTile) {
-    for (int r = ty; r < kTile; r += blockDim.y) {
-      const int ar = row0 + r, kk = k0 + tx;
-      as[r][tx] = (ar < m && kk < k) ? a[static_cast<size_t>(ar) * lda + kk] : 0.f;
-      if (transpose_b) {
-        const int br = col0 + r;
-        bs[r][tx] = (br < n && kk < k) ? b[static_cast<size_t>(br) * ldb + kk] : 0.f;
-      } else {
-        const int bk = k0 + r, bc = col0 + tx;
-        bs[tx][r] = (bk < k && bc < n) ? b[static_cast<size_t>(bk) * ldb + bc] : 0.f;
-      }
-    }
-    __syncthreads();
-    for (int kk = 0; kk < kTile; ++kk) {
-      const float bv = bs[tx][kk];
-      for (int r = 0; r < kRowsPerThread; ++r) acc[r] += as[ty + r * 8][kk] * bv;
-    }
-    __syncthreads();
-  }
-  for (int r = 0; r < kRowsPerThread; ++r) {
-    const int row = row0 + ty + r * 8, col = col0 + tx;
-    if (row < m && col < n) c[static_cast<size_t>(row) * ldc + col] = acc[r];
-  }
-  // STUB: (void)a; (void)b; (void)c; (void)m; (void)n; (void)k; (void)transpose_b; (void)lda; (void)ldb; (void)ldc;
-  // END SOLUTION
-}
-
-void check_shape(const char* op, int m, int n, int k) {
-  if (m < 0 || n < 0 || k < 0) {
-    throw std::invalid_argument(std::string(op) + ": negative size (m=" + std::to_string(m) + ", n=" +
-                                std::to_string(n) + ", k=" + std::to_string(k) + ")");
-  }
-}
-
 dim3 tiled_grid(int m, int n) { return dim3((n + kTile - 1) / kTile, (m + kTile - 1) / kTile); }
 
 }  // namespace
 
 void matmul(const float* x, const __nv_bfloat16* w, float* y, int m, int n, int k, cudaStream_t stream,
             MatmulVariant variant) {
-  check_shape("matmul", m, n, k);
+  if (m < 0 || n < 0 || k < 0) {
+    throw std::invalid_argument("matmul: negative size (m=" + std::to_string(m) + ", n=" + std::to_string(n) +
+                                ", k=" + std::to_string(k) + ")");
+  }
   if (m == 0 || n == 0) return;
   if (variant == MatmulVariant::Naive) {
     const dim3 block(16, 16), grid((n + 15) / 16, (m + 15) / 16);
@@ -126,22 +84,6 @@ void matmul(const float* x, const __nv_bfloat16* w, float* y, int m, int n, int 
   } else {
     matmul_tiled<<<tiled_grid(m, n), dim3(kTile, kTile / kRowsPerThread), 0, stream>>>(x, w, y, m, n, k);
   }
-  CUDA_CHECK(cudaGetLastError());
-}
-
-void matmul_f32(const float* a, const float* b, float* c, int m, int n, int k, bool transpose_b, cudaStream_t stream,
-                int lda, int ldb, int ldc) {
-  check_shape("matmul_f32", m, n, k);
-  lda = lda ? lda : k;
-  ldb = ldb ? ldb : (transpose_b ? k : n);
-  ldc = ldc ? ldc : n;
-  if (lda < k || ldb < (transpose_b ? k : n) || ldc < n) {
-    throw std::invalid_argument("matmul_f32: a row stride is smaller than the row (lda=" + std::to_string(lda) +
-                                ", ldb=" + std::to_string(ldb) + ", ldc=" + std::to_string(ldc) + ")");
-  }
-  if (m == 0 || n == 0) return;
-  matmul_f32_tiled<<<tiled_grid(m, n), dim3(kTile, kTile / kRowsPerThread), 0, stream>>>(a, b, c, m, n, k, transpose_b,
-                                                                                       lda, ldb, ldc);
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -21,7 +21,7 @@
 
 #include <torch/torch.h>
 
-#include "milestones/milestone1/config.h"
+#include "kernels/model_config.h"
 #include "reference/ops.h"
 
 namespace clockwork::ref {

@@ -20,7 +20,7 @@
 
 #include <torch/torch.h>
 
-#include "milestones/milestone1/config.h"
+#include "kernels/model_config.h"
 
 namespace clockwork::ref {
 

@@ -5,14 +5,12 @@
 /// changes (RoPE at the token's position, the append, attention over the cache) are yours.
 /// Every step sits in a named NVTX range (harness/profiling/nvtx.h) outside the parts you write,
 /// so an nsys timeline of a decode step reads "decode pos=12 > layer 3 > decode attention".
-#include "milestones/milestone4/decode.h"
+#include "kernels/steps.h"
 
-#include <algorithm>
 #include <cstddef>
 
 #include "harness/profiling/nvtx.h"
 #include "kernels/kernels.h"
-#include "milestones/milestone2/qkv.h"
 
 namespace clockwork {
 
@@ -115,16 +113,6 @@ void decode_layer(const ModelConfig& c, const LayerWeights& w, const RopeTablesV
     const nvtx::Range range("residual");
     kernels::residual_add(x, b.ffn_out, static_cast<size_t>(d), stream);
   }
-}
-
-int auto_split_size(int len, int n_kv_heads, int multiprocessors) {
-  const int want_blocks = 2 * std::max(1, multiprocessors);
-  if (len <= kMinSplitChunk || n_kv_heads >= want_blocks) return 0;
-  const int chunks = std::min((want_blocks + n_kv_heads - 1) / n_kv_heads,
-                              (len + kMinSplitChunk - 1) / kMinSplitChunk);
-  if (chunks <= 1) return 0;
-  const int size = (len + chunks - 1) / chunks;
-  return (size + 31) / 32 * 32;  // whole tiles of the attention kernel
 }
 
 }  // namespace clockwork

@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "milestones/milestone4/cached_model.h"
-#include "milestones/milestone4/decode.h"
-#include "milestones/milestone4/decode_bench.h"
+#include "harness/pipeline/cached_model.h"
+#include "kernels/steps.h"
+#include "harness/pipeline/decode_bench.h"
 #include "tools/clockwork/bench.h"
-#include "tools/clockwork/model_dir.h"
+#include "harness/model/model_dir.h"
 
 namespace clockwork::cli::bench {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "milestones/milestone4/cached_model.h"
+#include "harness/pipeline/cached_model.h"
 #include "tools/clockwork/cli.h"
 #include "tools/clockwork/commands.h"
 

@@ -11,11 +11,11 @@
 #include <random>
 #include <stdexcept>
 
-#include "milestones/milestone4/cached_model.h"
+#include "harness/pipeline/cached_model.h"
 #include "tools/clockwork/cli.h"
 #include "tools/clockwork/commands.h"
 #include "tools/clockwork/kv_cache_args.h"
-#include "tools/clockwork/model_dir.h"
+#include "harness/model/model_dir.h"
 #include "tools/clockwork/sampling.h"
 
 namespace clockwork::cli {

@@ -9,7 +9,7 @@
 
 #include "tools/clockwork/cli.h"
 #include "tools/clockwork/commands.h"
-#include "tools/clockwork/model_dir.h"
+#include "harness/model/model_dir.h"
 
 namespace clockwork::cli {
 

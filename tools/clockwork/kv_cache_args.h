@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "milestones/milestone4/kv_cache.h"
+#include "harness/pipeline/kv_cache.h"
 #include "tools/clockwork/cli.h"
 
 namespace clockwork::cli {

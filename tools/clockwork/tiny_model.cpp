@@ -28,13 +28,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "milestones/milestone1/config.h"
-#include "milestones/milestone1/safetensors.h"
-#include "milestones/milestone1/tokenizer.h"
+#include "kernels/model_config.h"
+#include "harness/model/safetensors.h"
+#include "harness/model/tokenizer.h"
 #include "tools/clockwork/cli.h"
 #include "tools/clockwork/commands.h"
 #include "tools/clockwork/corpus.h"
-#include "tools/clockwork/model_dir.h"
+#include "harness/model/model_dir.h"
 
 namespace clockwork::cli {
 

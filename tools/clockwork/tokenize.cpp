@@ -4,10 +4,10 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "milestones/milestone1/tokenizer.h"
+#include "harness/model/tokenizer.h"
 #include "tools/clockwork/cli.h"
 #include "tools/clockwork/commands.h"
-#include "tools/clockwork/model_dir.h"
+#include "harness/model/model_dir.h"
 
 namespace clockwork::cli {
 

@@ -26,13 +26,13 @@
 
 #include <torch/torch.h>
 
-#include "milestones/milestone3/model.h"
-#include "milestones/milestone4/cached_model.h"
+#include "harness/pipeline/model.h"
+#include "harness/pipeline/cached_model.h"
 #include "reference/model.h"
 #include "tools/clockwork/cli.h"
 #include "tools/clockwork/commands.h"
 #include "tools/clockwork/kv_cache_args.h"
-#include "tools/clockwork/model_dir.h"
+#include "harness/model/model_dir.h"
 
 namespace clockwork::cli {
 

@@ -8,7 +8,7 @@
 #include "harness/check/random.h"
 #include "harness/check/tolerances.h"
 #include "harness/check/torch_bridge.h"
-#include "milestones/milestone2/qkv.h"
+#include "kernels/steps.h"
 #include "reference/ops.h"
 
 namespace clockwork {

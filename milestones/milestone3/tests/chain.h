@@ -14,7 +14,7 @@
 
 #include "harness/check/compare.h"
 #include "milestones/milestone3/tests/candidates.h"
-#include "milestones/milestone1/config.h"
+#include "kernels/model_config.h"
 #include "reference/model.h"
 #include "reference/pitfalls.h"
 

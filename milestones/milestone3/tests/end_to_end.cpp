@@ -15,7 +15,7 @@
 
 #include "harness/check/tolerances.h"
 #include "harness/check/torch_bridge.h"
-#include "milestones/milestone3/model.h"
+#include "harness/pipeline/model.h"
 #include "milestones/milestone3/tests/candidates.h"
 #include "milestones/milestone3/tests/chain.h"
 

@@ -12,9 +12,9 @@
 #include <torch/torch.h>
 
 #include "harness/check/compare.h"
-#include "milestones/milestone1/config.h"
-#include "milestones/milestone1/safetensors.h"
-#include "milestones/milestone1/tokenizer.h"
+#include "kernels/model_config.h"
+#include "harness/model/safetensors.h"
+#include "harness/model/tokenizer.h"
 #include "reference/model.h"
 
 namespace clockwork {

@@ -20,8 +20,8 @@
 #include "harness/check/random.h"
 #include "harness/check/temp_dir.h"
 #include "milestones/milestone3/tests/end_to_end.h"
-#include "tools/clockwork/model_dir.h"
-#include "tools/clockwork/tests/cli_runner.h"
+#include "harness/model/model_dir.h"
+#include "harness/testing/cli_runner.h"
 
 namespace clockwork {
 namespace {
@@ -39,9 +39,9 @@ TEST(LlamaThreeEightBSizes, TwoLayersEndToEnd) {
   // A short prompt (9 tokens with this tokenizer): every shape but s is the real one. On the CPU
   // backend the projections cost the same for any s up to the matmul's 32-row tile, so the
   // forward pass takes about as long as for one token.
-  const Tokenizer tokenizer = cli::load_tokenizer(dir);
+  const Tokenizer tokenizer = load_tokenizer(dir);
   const std::vector<int32_t> ids =
-      cli::encode_prompt(tokenizer, "The capital of France is", /*chat=*/false, "");
+      encode_prompt(tokenizer, "The capital of France is", /*chat=*/false, "");
   ASSERT_GE(ids.size(), 4u) << "the prompt should span several positions (RoPE, the mask)";
 
   EndToEndOptions options;

@@ -13,7 +13,7 @@
 #include "harness/check/tolerances.h"
 #include "harness/check/torch_bridge.h"
 #include "kernels/kernels.h"
-#include "milestones/milestone3/decoder.h"
+#include "kernels/steps.h"
 #include "milestones/milestone3/tests/chain.h"
 #include "milestones/milestone3/tests/tiny_config.h"
 #include "reference/model.h"

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "milestones/milestone1/safetensors.h"
+#include "harness/model/safetensors.h"
 #include "milestones/milestone3/tests/end_to_end.h"
-#include "tools/clockwork/model_dir.h"
+#include "harness/model/model_dir.h"
 
 namespace clockwork {
 namespace {
@@ -36,13 +36,13 @@ TEST(LlamaThreeEightBCheckpoint, MatchesReferenceLayerByLayerAndPassesTheTopFive
                     "Llama-3-8B-Instruct checkpoint directory to run this test";
   }
   // The checks `clockwork verify` makes before it loads anything, each naming the file at fault.
-  const std::filesystem::path dir = cli::require_model_dir(env);
-  const ModelConfig config = cli::load_config(dir);
-  const Tokenizer tokenizer = cli::load_tokenizer(dir);
-  cli::check_tokenizer_fits(tokenizer, config);
-  cli::check_tensors(Checkpoint::open(dir), config, /*any_float=*/false);
-  const std::vector<int32_t> ids = cli::encode_prompt(tokenizer, kPrompt, /*chat=*/true, "");
-  cli::check_prompt_fits(ids.size(), config);
+  const std::filesystem::path dir = require_model_dir(env);
+  const ModelConfig config = load_config(dir);
+  const Tokenizer tokenizer = load_tokenizer(dir);
+  check_tokenizer_fits(tokenizer, config);
+  check_tensors(Checkpoint::open(dir), config, /*any_float=*/false);
+  const std::vector<int32_t> ids = encode_prompt(tokenizer, kPrompt, /*chat=*/true, "");
+  check_prompt_fits(ids.size(), config);
   std::printf("checkpoint: %s\nprompt (chat template): %zu tokens\n", dir.string().c_str(),
               ids.size());
 

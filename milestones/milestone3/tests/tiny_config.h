@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "milestones/milestone1/config.h"
+#include "kernels/model_config.h"
 
 namespace clockwork {
 

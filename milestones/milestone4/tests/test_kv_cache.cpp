@@ -18,7 +18,7 @@
 #include "harness/check/random.h"
 #include "harness/check/tolerances.h"
 #include "kernels/kernels.h"
-#include "milestones/milestone4/kv_cache.h"
+#include "harness/pipeline/kv_cache.h"
 #include "milestones/milestone4/tests/cache_check.h"
 #include "milestones/milestone4/tests/device_cache.h"
 

@@ -17,10 +17,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "milestones/milestone1/config.h"
-#include "milestones/milestone1/safetensors.h"
-#include "milestones/milestone1/tokenizer.h"
-#include "tools/clockwork/tests/cli_runner.h"
+#include "kernels/model_config.h"
+#include "harness/model/safetensors.h"
+#include "harness/model/tokenizer.h"
+#include "harness/testing/cli_runner.h"
 
 namespace clockwork::cli_test {
 namespace {

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tools/clockwork/tests/cli_runner.h"
+#include "harness/testing/cli_runner.h"
 
 namespace clockwork::cli_test {
 namespace {

@@ -1,0 +1,484 @@
+// Tests of the config.json reader: the real Llama-3-8B and Llama-3.2-1B configs, the round trip
+// through to_json(), and one case per invalid field, each checking the message names the file,
+// the field and the problem.
+#include "kernels/model_config.h"
+
+#include "harness/check/temp_dir.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+using clockwork::ConfigError;
+using clockwork::ModelConfig;
+using json = nlohmann::json;
+
+const char* const kOrigin = "Meta-Llama-3-8B/config.json";
+
+// config.json of Meta-Llama-3-8B as published (the base model: one end-of-text token).
+const char* const kLlama3_8B = R"({
+  "architectures": ["LlamaForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 128000,
+  "eos_token_id": 128001,
+  "hidden_act": "silu",
+  "hidden_size": 4096,
+  "initializer_range": 0.02,
+  "intermediate_size": 14336,
+  "max_position_embeddings": 8192,
+  "model_type": "llama",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 32,
+  "num_key_value_heads": 8,
+  "pretraining_tp": 1,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": null,
+  "rope_theta": 500000.0,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.40.0.dev0",
+  "use_cache": true,
+  "vocab_size": 128256
+})";
+
+// A Llama-3.2-1B style config: tied embeddings, explicit head_dim and llama3 rope scaling.
+const char* const kLlama32_1B = R"({
+  "architectures": ["LlamaForCausalLM"],
+  "bos_token_id": 128000,
+  "eos_token_id": 128001,
+  "head_dim": 64,
+  "hidden_act": "silu",
+  "hidden_size": 2048,
+  "intermediate_size": 8192,
+  "max_position_embeddings": 131072,
+  "model_type": "llama",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 16,
+  "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": {
+    "factor": 32.0,
+    "high_freq_factor": 4.0,
+    "low_freq_factor": 1.0,
+    "original_max_position_embeddings": 8192,
+    "rope_type": "llama3"
+  },
+  "rope_theta": 500000.0,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "vocab_size": 128256
+})";
+
+std::string config_error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const ConfigError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("<wrong exception type: ") + e.what() + ">";
+  }
+  return "<no exception thrown>";
+}
+
+::testing::AssertionResult Mentions(const std::string& message,
+                                    const std::vector<std::string>& parts) {
+  for (const std::string& part : parts) {
+    if (message.find(part) == std::string::npos) {
+      return ::testing::AssertionFailure()
+             << "the error message does not mention \"" << part << "\"\n  message: " << message;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+ModelConfig parse(const json& j) {
+  return ModelConfig::from_json_text(j.dump(), kOrigin);
+}
+
+TEST(Config, ReadsLlama3_8B) {
+  const ModelConfig c = ModelConfig::from_json_text(kLlama3_8B, kOrigin);
+  EXPECT_EQ(c.hidden_size, 4096);
+  EXPECT_EQ(c.num_layers, 32);
+  EXPECT_EQ(c.num_heads, 32);
+  EXPECT_EQ(c.num_kv_heads, 8);
+  EXPECT_EQ(c.head_dim, 128) << "no head_dim in the file: d / h";
+  EXPECT_EQ(c.intermediate_size, 14336);
+  EXPECT_EQ(c.vocab_size, 128256);
+  EXPECT_EQ(c.max_position_embeddings, 8192);
+  EXPECT_EQ(c.rms_norm_eps, 1e-5);
+  EXPECT_EQ(c.rope_theta, 500000.0);
+  EXPECT_FALSE(c.tie_word_embeddings) << "Llama-3-8B keeps a separate lm_head";
+  EXPECT_FALSE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.bos_token_id, 128000);
+  EXPECT_EQ(c.eos_token_ids, std::vector<int64_t>{128001});
+  EXPECT_EQ(c.torch_dtype, "bfloat16");
+}
+
+TEST(Config, ReadsAListOfEndTokens) {
+  // Instruct generation stops on <|end_of_text|> or <|eot_id|>.
+  json j = json::parse(kLlama3_8B);
+  j["eos_token_id"] = {128001, 128009};
+  const ModelConfig c = parse(j);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{128001, 128009}));
+}
+
+TEST(Config, ReadsLlama32_1B) {
+  const ModelConfig c = ModelConfig::from_json_text(kLlama32_1B, "Llama-3.2-1B/config.json");
+  EXPECT_EQ(c.hidden_size, 2048);
+  EXPECT_EQ(c.num_layers, 16);
+  EXPECT_EQ(c.num_heads, 32);
+  EXPECT_EQ(c.num_kv_heads, 8);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.intermediate_size, 8192);
+  EXPECT_EQ(c.max_position_embeddings, 131072);
+  EXPECT_TRUE(c.tie_word_embeddings) << "Llama 3.2 1B ties lm_head to embed_tokens";
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.rope_scaling->type, "llama3");
+  EXPECT_EQ(c.rope_scaling->factor, 32.0);
+  EXPECT_EQ(c.rope_scaling->low_freq_factor, 1.0);
+  EXPECT_EQ(c.rope_scaling->high_freq_factor, 4.0);
+  EXPECT_EQ(c.rope_scaling->original_max_position_embeddings, 8192);
+}
+
+TEST(Config, OptionalFieldsTakeTheirDefaults) {
+  json j = json::parse(kLlama3_8B);
+  j.erase("num_key_value_heads");
+  j.erase("tie_word_embeddings");
+  j.erase("rope_scaling");
+  j.erase("torch_dtype");
+  ModelConfig c = parse(j);
+  EXPECT_EQ(c.num_kv_heads, 32) << "without num_key_value_heads every head has its own K and V";
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_FALSE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.torch_dtype, "bfloat16");
+
+  j["num_key_value_heads"] = nullptr;  // HuggingFace treats null like absent
+  j["dtype"] = "float32";              // the newer spelling of torch_dtype
+  c = parse(j);
+  EXPECT_EQ(c.num_kv_heads, 32);
+  EXPECT_EQ(c.torch_dtype, "float32");
+}
+
+TEST(Config, AcceptsTheOlderRopeScalingTypeKey) {
+  json j = json::parse(kLlama32_1B);
+  j["rope_scaling"].erase("rope_type");
+  j["rope_scaling"]["type"] = "llama3";
+  const ModelConfig c = parse(j);
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.rope_scaling->type, "llama3");
+}
+
+// transformers 5 moves rope_theta and the scaling fields into one "rope_parameters" object.
+TEST(Config, ReadsTransformersFiveRopeParameters) {
+  json j = json::parse(kLlama32_1B);
+  json params = j["rope_scaling"];
+  params["rope_theta"] = j["rope_theta"];
+  j.erase("rope_scaling");
+  j.erase("rope_theta");
+  j["rope_parameters"] = params;
+  const ModelConfig c = parse(j);
+  EXPECT_EQ(c.rope_theta, 500000.0);
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.rope_scaling->type, "llama3");
+  EXPECT_EQ(c.rope_scaling->factor, 32.0);
+  EXPECT_EQ(c.rope_scaling->original_max_position_embeddings, 8192);
+
+  // Plain RoPE: rope_type "default", nothing else but the base.
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}};
+  const ModelConfig plain = parse(j);
+  EXPECT_EQ(plain.rope_theta, 10000.0);
+  EXPECT_FALSE(plain.rope_scaling.has_value());
+
+  j["rope_parameters"] = {{"rope_type", "default"}};
+  try {
+    parse(j);
+    ADD_FAILURE() << "a rope_parameters object without rope_theta was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(Mentions(e.what(), {kOrigin, "rope_parameters.rope_theta"}));
+  }
+  j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 4.0}};
+  try {
+    parse(j);
+    ADD_FAILURE() << "yarn scaling was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(Mentions(e.what(), {"rope_parameters.rope_type", "yarn", "llama3"}));
+  }
+}
+
+TEST(Config, ToJsonRoundTrips) {
+  json instruct = json::parse(kLlama3_8B);
+  instruct["eos_token_id"] = {128001, 128009};
+  for (const std::string& text :
+       {std::string(kLlama3_8B), instruct.dump(), std::string(kLlama32_1B)}) {
+    const ModelConfig c = ModelConfig::from_json_text(text, kOrigin);
+    const std::string written = c.to_json();
+    const ModelConfig back = ModelConfig::from_json_text(written, "to_json()");
+    EXPECT_TRUE(back == c) << "round trip changed the config:\n" << written;
+  }
+  // A synthetic config with values that print awkwardly still round-trips exactly.
+  ModelConfig tiny = ModelConfig::from_json_text(kLlama32_1B, kOrigin);
+  tiny.hidden_size = 64;
+  tiny.num_heads = 4;
+  tiny.num_kv_heads = 2;
+  tiny.head_dim = 16;
+  tiny.vocab_size = 300;
+  tiny.bos_token_id = 1;
+  tiny.eos_token_ids = {2, 3};
+  tiny.rms_norm_eps = 1.0 / 3.0;
+  tiny.rope_theta = 12345.678901234567;
+  EXPECT_TRUE(ModelConfig::from_json_text(tiny.to_json(), "tiny") == tiny) << tiny.to_json();
+}
+
+TEST(Config, ToJsonUsesHuggingFaceFieldNames) {
+  const ModelConfig c = ModelConfig::from_json_text(kLlama3_8B, kOrigin);
+  const json j = json::parse(c.to_json());
+  EXPECT_EQ(j["architectures"], json::array({"LlamaForCausalLM"}));
+  EXPECT_EQ(j["model_type"], "llama");
+  EXPECT_EQ(j["num_hidden_layers"], 32);
+  EXPECT_EQ(j["num_attention_heads"], 32);
+  EXPECT_EQ(j["num_key_value_heads"], 8);
+  EXPECT_EQ(j["head_dim"], 128);
+  EXPECT_TRUE(j["rope_scaling"].is_null());
+  EXPECT_EQ(j["eos_token_id"], 128001) << "a single end token is written as an integer";
+  EXPECT_EQ(j["tie_word_embeddings"], false);
+}
+
+TEST(Config, FromFileReadsAndNamesTheFile) {
+  const clockwork::TempDir tmp("clockwork-config");
+  const fs::path& dir = tmp.path();
+  const fs::path file = dir / "config.json";
+  {
+    std::ofstream out(file);
+    out << kLlama32_1B;
+  }
+  EXPECT_EQ(ModelConfig::from_file(file).hidden_size, 2048);
+  {
+    json j = json::parse(kLlama32_1B);
+    j.erase("vocab_size");
+    std::ofstream out(file);
+    out << j.dump();
+  }
+  EXPECT_TRUE(Mentions(config_error_of([&] { ModelConfig::from_file(file); }),
+                       {file.string(), "field 'vocab_size' is missing"}));
+  EXPECT_TRUE(Mentions(config_error_of([&] { ModelConfig::from_file(dir / "absent.json"); }),
+                       {(dir / "absent.json").string(), "cannot open"}));
+}
+
+TEST(Config, NotJsonOrNotAnObject) {
+  EXPECT_TRUE(
+      Mentions(config_error_of([] { ModelConfig::from_json_text("{\"hidden_size\": ", kOrigin); }),
+               {kOrigin, "not valid JSON"}));
+  EXPECT_TRUE(Mentions(config_error_of([] { ModelConfig::from_json_text("[4096]", kOrigin); }),
+                       {kOrigin, "is a JSON array", "expected an object"}));
+}
+
+TEST(Config, ValidateRejectsADefaultConstructedConfig) {
+  // The struct's zero sizes must never pass for a real model.
+  EXPECT_TRUE(Mentions(config_error_of([] { ModelConfig{}.validate("defaults"); }),
+                       {"defaults", "field 'hidden_size' is 0"}));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Invalid configs: each case edits the Llama-3-8B config and names the text the error must carry.
+// ------------------------------------------------------------------------------------------------
+
+struct InvalidConfig {
+  const char* name;
+  std::function<void(json&)> edit;
+  std::vector<std::string> expected;  // kOrigin is checked as well
+};
+
+// Names the case in failure output instead of dumping its bytes.
+void PrintTo(const InvalidConfig& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class InvalidConfigTest : public ::testing::TestWithParam<InvalidConfig> {};
+
+TEST_P(InvalidConfigTest, IsRejectedWithAClearMessage) {
+  const InvalidConfig& c = GetParam();
+  json j = json::parse(kLlama3_8B);
+  c.edit(j);
+  const std::string message = config_error_of([&] { parse(j); });
+  EXPECT_TRUE(Mentions(message, {kOrigin}));
+  EXPECT_TRUE(Mentions(message, c.expected));
+}
+
+json llama3_rope_scaling() {
+  return {{"rope_type", "llama3"},
+          {"factor", 8.0},
+          {"low_freq_factor", 1.0},
+          {"high_freq_factor", 4.0},
+          {"original_max_position_embeddings", 8192}};
+}
+
+const InvalidConfig kInvalidConfigs[] = {
+    {"MissingHiddenSize",
+     [](json& j) { j.erase("hidden_size"); },
+     {"field 'hidden_size' is missing", "expected an integer"}},
+    {"MissingNumLayers",
+     [](json& j) { j.erase("num_hidden_layers"); },
+     {"field 'num_hidden_layers' is missing"}},
+    {"MissingHeads",
+     [](json& j) { j.erase("num_attention_heads"); },
+     {"field 'num_attention_heads' is missing"}},
+    {"MissingIntermediateSize",
+     [](json& j) { j.erase("intermediate_size"); },
+     {"field 'intermediate_size' is missing"}},
+    {"MissingVocabSize", [](json& j) { j.erase("vocab_size"); }, {"field 'vocab_size' is missing"}},
+    {"MissingMaxPositions",
+     [](json& j) { j.erase("max_position_embeddings"); },
+     {"field 'max_position_embeddings' is missing"}},
+    {"MissingRmsNormEps",
+     [](json& j) { j.erase("rms_norm_eps"); },
+     {"field 'rms_norm_eps' is missing", "expected a number"}},
+    {"MissingRopeTheta", [](json& j) { j.erase("rope_theta"); }, {"field 'rope_theta' is missing"}},
+    {"MissingBos", [](json& j) { j.erase("bos_token_id"); }, {"field 'bos_token_id' is missing"}},
+    {"MissingEos", [](json& j) { j.erase("eos_token_id"); }, {"field 'eos_token_id' is missing"}},
+    {"HiddenSizeNull",
+     [](json& j) { j["hidden_size"] = nullptr; },
+     {"field 'hidden_size' is null"}},
+    {"HiddenSizeString",
+     [](json& j) { j["hidden_size"] = "4096"; },
+     {"field 'hidden_size' is the string \"4096\", expected an integer"}},
+    {"HiddenSizeFractional",
+     [](json& j) { j["hidden_size"] = 4096.5; },
+     {"field 'hidden_size' is the number 4096.5, expected an integer"}},
+    {"LayersZero",
+     [](json& j) { j["num_hidden_layers"] = 0; },
+     {"field 'num_hidden_layers' is 0, expected a positive integer"}},
+    {"NegativeIntermediateSize",
+     [](json& j) { j["intermediate_size"] = -14336; },
+     {"field 'intermediate_size' is -14336, expected a positive integer"}},
+    {"VocabZero", [](json& j) { j["vocab_size"] = 0; }, {"field 'vocab_size' is 0"}},
+    {"MaxPositionsNegative",
+     [](json& j) { j["max_position_embeddings"] = -1; },
+     {"field 'max_position_embeddings' is -1"}},
+    {"HeadsZero",
+     [](json& j) { j["num_attention_heads"] = 0; },
+     {"field 'num_attention_heads' is 0"}},
+    {"HeadsDoNotDivideHidden",
+     [](json& j) { j["num_attention_heads"] = 30; },
+     {"'hidden_size' (4096) is not divisible by 'num_attention_heads' (30)"}},
+    {"HeadDimMismatch",
+     [](json& j) { j["head_dim"] = 100; },
+     {"hidden_size 4096 != num_attention_heads 32 x head_dim 100 = 3200"}},
+    {"HeadDimOdd",
+     [](json& j) {
+       j["hidden_size"] = 32 * 127;
+       j["num_attention_heads"] = 32;
+     },
+     {"head_dim 127 is odd"}},
+    {"KvHeadsDoNotDivideHeads",
+     [](json& j) { j["num_key_value_heads"] = 5; },
+     {"num_attention_heads 32 is not divisible by num_key_value_heads 5"}},
+    {"KvHeadsZero",
+     [](json& j) { j["num_key_value_heads"] = 0; },
+     {"field 'num_key_value_heads' is 0"}},
+    {"EpsZero",
+     [](json& j) { j["rms_norm_eps"] = 0.0; },
+     {"field 'rms_norm_eps' is 0, expected a finite number > 0"}},
+    {"EpsNegative", [](json& j) { j["rms_norm_eps"] = -1e-5; }, {"field 'rms_norm_eps' is -1e-05"}},
+    {"EpsString",
+     [](json& j) { j["rms_norm_eps"] = "1e-5"; },
+     {"field 'rms_norm_eps' is the string \"1e-5\", expected a number"}},
+    {"ThetaZero", [](json& j) { j["rope_theta"] = 0; }, {"field 'rope_theta' is 0"}},
+    {"ThetaNegative",
+     [](json& j) { j["rope_theta"] = -500000.0; },
+     {"field 'rope_theta' is -500000"}},
+    {"TieNotBoolean",
+     [](json& j) { j["tie_word_embeddings"] = 1; },
+     {"field 'tie_word_embeddings' is the number 1, expected true or false"}},
+    {"RopeScalingNotAnObject",
+     [](json& j) { j["rope_scaling"] = 8.0; },
+     {"field 'rope_scaling' is the number 8.0, expected null or an object"}},
+    {"RopeScalingLinear",
+     [](json& j) {
+       j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+     },
+     {"field 'rope_scaling.type' is 'linear'", "only \"llama3\""}},
+    {"RopeScalingDynamic",
+     [](json& j) {
+       j["rope_scaling"] = llama3_rope_scaling();
+       j["rope_scaling"]["rope_type"] = "dynamic";
+     },
+     {"field 'rope_scaling.rope_type' is 'dynamic'", "only \"llama3\""}},
+    {"RopeScalingWithoutType",
+     [](json& j) {
+       j["rope_scaling"] = llama3_rope_scaling();
+       j["rope_scaling"].erase("rope_type");
+     },
+     {"field 'rope_scaling.rope_type' is missing"}},
+    {"RopeScalingTypesDisagree",
+     [](json& j) {
+       j["rope_scaling"] = llama3_rope_scaling();
+       j["rope_scaling"]["type"] = "linear";
+     },
+     {"'rope_scaling.rope_type' is 'llama3' but 'type' is 'linear'"}},
+    {"RopeScalingMissingFactor",
+     [](json& j) {
+       j["rope_scaling"] = llama3_rope_scaling();
+       j["rope_scaling"].erase("factor");
+     },
+     {"field 'rope_scaling.factor' is missing"}},
+    {"RopeScalingMissingOriginalLength",
+     [](json& j) {
+       j["rope_scaling"] = llama3_rope_scaling();
+       j["rope_scaling"].erase("original_max_position_embeddings");
+     },
+     {"field 'rope_scaling.original_max_position_embeddings' is missing"}},
+    {"RopeScalingFactorZero",
+     [](json& j) {
+       j["rope_scaling"] = llama3_rope_scaling();
+       j["rope_scaling"]["factor"] = 0.0;
+     },
+     {"field 'rope_scaling.factor' is 0"}},
+    {"RopeScalingHighNotAboveLow",
+     [](json& j) {
+       j["rope_scaling"] = llama3_rope_scaling();
+       j["rope_scaling"]["high_freq_factor"] = 1.0;
+     },
+     {"'rope_scaling.high_freq_factor' (1) must be greater than 'rope_scaling.low_freq_factor' "
+      "(1)"}},
+    {"EosString",
+     [](json& j) { j["eos_token_id"] = "128001"; },
+     {"field 'eos_token_id' is the string \"128001\", expected an integer or a list of integers"}},
+    {"EosEmptyList",
+     [](json& j) { j["eos_token_id"] = json::array(); },
+     {"field 'eos_token_id' is an empty list"}},
+    {"EosListWithAString",
+     [](json& j) {
+       j["eos_token_id"] = {128001, "eot"};
+     },
+     {"field 'eos_token_id' is the string \"eot\", expected an integer"}},
+    {"EosOutsideVocab",
+     [](json& j) {
+       j["eos_token_id"] = {128001, 200000};
+     },
+     {"field 'eos_token_id' has token id 200000, outside the vocabulary [0, 128256)"}},
+    {"BosNegative",
+     [](json& j) { j["bos_token_id"] = -1; },
+     {"field 'bos_token_id' has token id -1"}},
+    {"HiddenSizeTooLarge",
+     [](json& j) { j["hidden_size"] = 18446744073709551615ull; },
+     {"field 'hidden_size' is 18446744073709551615, too large"}},
+};
+
+INSTANTIATE_TEST_SUITE_P(Config, InvalidConfigTest, ::testing::ValuesIn(kInvalidConfigs),
+                         [](const ::testing::TestParamInfo<InvalidConfig>& param_info) {
+                           return std::string(param_info.param.name);
+                         });
+
+}  // namespace

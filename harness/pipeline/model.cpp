@@ -1,0 +1,225 @@
+/// @file model.cpp
+/// Model (model.h): loading a checkpoint onto the device and running it.
+///
+/// Loading validates every tensor (name, dtype bf16, shape from config.json) before the first
+/// byte is copied, so a bad checkpoint fails in a second, not after minutes of copying. Weights
+/// stay bf16 on the device (one allocation each). Activations are fp32 and sized for a capacity
+/// of tokens that grows when a longer sequence comes (generation re-runs s, s+1, ... tokens), and
+/// the RoPE tables of positions 0 .. capacity−1 are computed once per growth.
+///
+/// NVTX ranges (harness/profiling/nvtx.h) name the pieces of a forward pass for nsys:
+/// "forward s=N" around "embedding", "layer 0" … "layer L−1" (each with its steps, decoder.cpp),
+/// "final_norm" and "lm_head"; "argmax" in next_token(); "rope tables" and "load checkpoint".
+#include "harness/pipeline/model.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harness/check/cuda_check.h"
+#include "harness/profiling/nvtx.h"
+#include "kernels/kernels.h"
+#include "harness/model/safetensors.h"
+#include "kernels/steps.h"
+#include "harness/model/weights.h"
+
+namespace clockwork {
+
+namespace {
+
+
+}  // namespace
+
+struct Model::Impl {
+  ModelConfig config;
+
+  // Weights (device, bf16). lm_head points at embed when the embeddings are tied.
+  std::vector<void*> weight_memory;
+  const __nv_bfloat16* embed = nullptr;    // [V, d]
+  std::vector<LayerWeights> layers;        // [L]
+  const __nv_bfloat16* norm = nullptr;     // [d]
+  const __nv_bfloat16* lm_head = nullptr;  // [V, d]
+  double* inv_freq = nullptr;              // [h_d/2] RoPE inverse frequencies
+
+  // Activations (device, fp32), sized for `capacity` tokens.
+  int capacity = 0;
+  std::vector<void*> activation_memory;
+  int32_t* ids = nullptr;        // [capacity]
+  int32_t* positions = nullptr;  // [capacity] 0, 1, 2, ...
+  float* rope_cos = nullptr;     // [capacity, h_d/2]
+  float* rope_sin = nullptr;     // [capacity, h_d/2]
+  float* x = nullptr;            // [capacity, d] residual stream
+  LayerBuffers buffers;
+  float* x_last_norm = nullptr;  // [d]
+  float* logits = nullptr;       // [V]
+  int32_t* next = nullptr;       // [1] argmax
+
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  ~Impl() {
+    free_all(activation_memory);
+    free_all(weight_memory);
+  }
+
+  static void free_all(std::vector<void*>& memory) { free_device_memory(memory); }
+
+  template <class T>
+  static T* allocate(std::vector<void*>& memory, size_t count, const std::string& what) {
+    return allocate_device<T>(memory, count, "Model", what);
+  }
+
+  // Makes the activations hold at least s tokens.
+  void reserve(int s) {
+    if (s <= capacity) return;
+    const ModelConfig& c = config;
+    const int max_tokens = static_cast<int>(c.max_position_embeddings);
+    const int cap = std::min(max_tokens, std::max({s, 2 * capacity, 16}));
+    free_all(activation_memory);
+    capacity = 0;
+    const size_t n = static_cast<size_t>(cap);
+    const size_t d = static_cast<size_t>(c.hidden_size),
+                 ff = static_cast<size_t>(c.intermediate_size);
+    const size_t q_width = static_cast<size_t>(c.num_heads * c.head_dim);
+    const size_t kv_width = static_cast<size_t>(c.num_kv_heads * c.head_dim);
+    const size_t half = static_cast<size_t>(c.head_dim / 2);
+    auto& m = activation_memory;
+    ids = allocate<int32_t>(m, n, "token ids");
+    positions = allocate<int32_t>(m, n, "positions");
+    rope_cos = allocate<float>(m, n * half, "RoPE cos table");
+    rope_sin = allocate<float>(m, n * half, "RoPE sin table");
+    x = allocate<float>(m, n * d, "the residual stream");
+    buffers.attn_norm = allocate<float>(m, n * d, "attn_norm");
+    buffers.q = allocate<float>(m, n * q_width, "q");
+    buffers.k = allocate<float>(m, n * kv_width, "k");
+    buffers.v = allocate<float>(m, n * kv_width, "v");
+    buffers.scores = allocate<float>(m, n * n, "attention scores");
+    buffers.attn = allocate<float>(m, n * q_width, "attn");
+    buffers.attn_out = allocate<float>(m, n * d, "attn_out");
+    buffers.ffn_norm = allocate<float>(m, n * d, "ffn_norm");
+    buffers.gate = allocate<float>(m, n * ff, "gate");
+    buffers.up = allocate<float>(m, n * ff, "up");
+    buffers.ffn_hidden = allocate<float>(m, n * ff, "ffn_hidden");
+    buffers.ffn_out = allocate<float>(m, n * d, "ffn_out");
+    x_last_norm = allocate<float>(m, d, "the last row's final norm");
+    logits = allocate<float>(m, static_cast<size_t>(c.vocab_size), "logits");
+    next = allocate<int32_t>(m, 1, "the next token");
+
+    // The tables of a position do not depend on the sequence length: compute them for all of
+    // the capacity once.
+    const nvtx::Range range("rope tables");
+    std::vector<int32_t> pos(n);
+    for (size_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(i);
+    CUDA_CHECK(cudaMemcpy(positions, pos.data(), n * sizeof(int32_t), cudaMemcpyHostToDevice));
+    kernels::rope_tables(positions, inv_freq, rope_cos, rope_sin, cap, static_cast<int>(half));
+    capacity = cap;
+  }
+
+  void check_ids(const std::vector<int32_t>& tokens) const {
+    if (tokens.empty())
+      throw std::invalid_argument("Model::forward: ids is empty; give at least one token");
+    if (static_cast<int64_t>(tokens.size()) > config.max_position_embeddings) {
+      throw std::invalid_argument(
+          "Model::forward: " + std::to_string(tokens.size()) + " tokens exceed the context of " +
+          std::to_string(config.max_position_embeddings) + " positions (max_position_embeddings)");
+    }
+    for (size_t p = 0; p < tokens.size(); ++p) {
+      if (tokens[p] < 0 || tokens[p] >= config.vocab_size) {
+        throw std::invalid_argument("Model::forward: token id " + std::to_string(tokens[p]) +
+                                    " at position " + std::to_string(p) +
+                                    " is outside the vocabulary [0, " +
+                                    std::to_string(config.vocab_size) + ")");
+      }
+    }
+  }
+
+  // The whole forward pass; the logits stay on the device (in `logits`).
+  void run(const std::vector<int32_t>& tokens, ForwardCapture* capture) {
+    check_ids(tokens);
+    const ModelConfig& c = config;
+    const int s = static_cast<int>(tokens.size());
+    const int d = static_cast<int>(c.hidden_size);
+    const nvtx::Range range("forward s=", s);
+    reserve(s);
+    {
+      const nvtx::Range step("embedding");
+      CUDA_CHECK(
+          cudaMemcpy(ids, tokens.data(), tokens.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+      kernels::embedding(ids, embed, x, s, d, static_cast<int>(c.vocab_size));
+    }
+
+    AfterLayer after_layer;
+    if (capture) {
+      capture->layer_outputs.assign(static_cast<size_t>(c.num_layers), {});
+      after_layer = [&](int layer) {
+        const nvtx::Range step("capture");
+        std::vector<float>& out = capture->layer_outputs.at(static_cast<size_t>(layer));
+        out.resize(static_cast<size_t>(s) * d);
+        CUDA_CHECK(cudaMemcpy(out.data(), x, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+      };
+    }
+    run_layers(c, layers, {rope_cos, rope_sin}, x, buffers, s, nullptr, after_layer);
+    output_logits(c, x, s, norm, lm_head, x_last_norm, logits);
+    if (capture) {
+      capture->final_norm_last.resize(static_cast<size_t>(d));
+      CUDA_CHECK(cudaMemcpy(capture->final_norm_last.data(), x_last_norm,
+                            static_cast<size_t>(d) * sizeof(float), cudaMemcpyDeviceToHost));
+    }
+  }
+};
+
+Model Model::load(const std::filesystem::path& dir, const LoadProgress& progress) {
+  auto impl = std::make_unique<Impl>();
+  Impl& m = *impl;
+  m.config = ModelConfig::from_file(dir / "config.json");
+  DeviceWeights w = load_device_weights(dir, m.config, m.weight_memory, progress, "Model");
+  m.embed = w.embed;
+  m.layers = std::move(w.layers);
+  m.norm = w.norm;
+  m.lm_head = w.lm_head;
+  m.inv_freq = w.inv_freq;
+  return Model(std::move(impl));
+}
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+Model::~Model() = default;
+
+const ModelConfig& Model::config() const {
+  return impl_->config;
+}
+
+std::vector<float> Model::forward(const std::vector<int32_t>& ids, ForwardCapture* capture) {
+  impl_->run(ids, capture);
+  std::vector<float> logits(static_cast<size_t>(impl_->config.vocab_size));
+  CUDA_CHECK(cudaMemcpy(logits.data(), impl_->logits, logits.size() * sizeof(float),
+                        cudaMemcpyDeviceToHost));
+  return logits;
+}
+
+int32_t Model::next_token(const std::vector<int32_t>& ids) {
+  impl_->run(ids, nullptr);
+  const int vocab = static_cast<int>(impl_->config.vocab_size);
+  int32_t id = -1;
+  {
+    const nvtx::Range range("argmax");
+    kernels::argmax(impl_->logits, vocab, impl_->next);
+    CUDA_CHECK(cudaMemcpy(&id, impl_->next, sizeof(int32_t), cudaMemcpyDeviceToHost));
+  }
+  if (id < 0 || id >= vocab) {
+    // argmax never picks NaN: an index outside the vocabulary means every logit was NaN, or
+    // argmax did not write its result.
+    throw std::runtime_error("Model::next_token: argmax gave index " + std::to_string(id) +
+                             ", outside the vocabulary [0, " + std::to_string(vocab) +
+                             "): the logits are all NaN or argmax wrote nothing");
+  }
+  return id;
+}
+
+}  // namespace clockwork
