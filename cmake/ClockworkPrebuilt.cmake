@@ -1,8 +1,8 @@
 # Reusing a built tree: only the files that differ from it compile.
 #
 # Grading a submission or checking a generated handout builds a second copy of the project in
-# which only student files (grading/rubric.json, "student_files") may differ from a tree that
-# has already been built. Compiling that copy from scratch means recompiling the harness, the
+# which only student files (the files with solution regions) may differ from a tree that has
+# already been built. Compiling that copy from scratch means recompiling the harness, the
 # reference and the tests, several of which include libtorch (~30 s each). Instead:
 #
 #   * every build writes <build>/clockwork-framework.cmake, which lists the object files of each
@@ -23,36 +23,25 @@
 set(CLOCKWORK_FRAMEWORK_BUILD "" CACHE PATH
     "A built Clockwork tree whose objects this build reuses for identical files (empty: compile everything)")
 
-# The student-file patterns, from the rubric (fnmatch patterns: `*` does not cross a `/`).
-function(_clockwork_student_regexes out)
-  set(rubric ${PROJECT_SOURCE_DIR}/grading/rubric.json)
-  set(regexes "")
-  if(EXISTS ${rubric})
-    file(READ ${rubric} text)
-    string(JSON n ERROR_VARIABLE err LENGTH "${text}" student_files)
-    if(err)
-      message(FATAL_ERROR "${rubric}: no \"student_files\" list (${err})")
-    endif()
-    math(EXPR last "${n} - 1")
-    foreach(i RANGE ${last})
-      string(JSON pattern GET "${text}" student_files ${i})
-      string(REPLACE "." "\\." re "${pattern}")
-      string(REPLACE "*" "[^/]*" re "${re}")
-      list(APPEND regexes "^${re}$")
-    endforeach()
+# The student files: the files of this tree with solution regions (`// BEGIN SOLUTION(mN)`), as
+# clockwork-handout --list-student-files prints them. A copy whose regions are stubbed (a handout,
+# a grading tree) has no markers left, so a build that reuses another takes that build's list.
+function(_clockwork_student_files out)
+  if(CLOCKWORK_FRAMEWORK_BUILD)
+    set(${out} "${CLOCKWORK_PREBUILT_STUDENT_FILES}" PARENT_SCOPE)
+    return()
   endif()
-  set(${out} "${regexes}" PARENT_SCOPE)
-endfunction()
-
-function(_clockwork_is_student_file rel regexes out)
-  set(hit OFF)
-  foreach(re IN LISTS regexes)
-    if(rel MATCHES "${re}")
-      set(hit ON)
-      break()
+  file(GLOB_RECURSE candidates RELATIVE ${PROJECT_SOURCE_DIR} LIST_DIRECTORIES false
+       ${PROJECT_SOURCE_DIR}/kernels/*.cu ${PROJECT_SOURCE_DIR}/kernels/*.cpp
+       ${PROJECT_SOURCE_DIR}/milestones/*.cu ${PROJECT_SOURCE_DIR}/milestones/*.cpp)
+  set(students "")
+  foreach(rel IN LISTS candidates)
+    file(STRINGS ${PROJECT_SOURCE_DIR}/${rel} hit REGEX "^[ \t]*// BEGIN SOLUTION[(]m" LIMIT_COUNT 1)
+    if(hit)
+      list(APPEND students ${rel})
     endif()
   endforeach()
-  set(${out} ${hit} PARENT_SCOPE)
+  set(${out} "${students}" PARENT_SCOPE)
 endfunction()
 
 # Every target defined in `dir` and below.
@@ -134,7 +123,7 @@ endmacro()
 
 # The framework files of this tree that differ from (or are missing in) the built tree: every
 # source and header that is not a student file.
-function(_clockwork_differing_framework_files regexes out)
+function(_clockwork_differing_framework_files students out)
   file(GLOB_RECURSE files RELATIVE ${PROJECT_SOURCE_DIR} LIST_DIRECTORIES false
        ${PROJECT_SOURCE_DIR}/cmake/* ${PROJECT_SOURCE_DIR}/harness/* ${PROJECT_SOURCE_DIR}/kernels/*
        ${PROJECT_SOURCE_DIR}/reference/* ${PROJECT_SOURCE_DIR}/milestones/* ${PROJECT_SOURCE_DIR}/tools/*
@@ -144,8 +133,7 @@ function(_clockwork_differing_framework_files regexes out)
     if(NOT rel MATCHES "\\.(h|hpp|cuh|inc|c|cc|cpp|cu)$")
       continue()
     endif()
-    _clockwork_is_student_file("${rel}" "${regexes}" student)
-    if(student)
+    if(rel IN_LIST students)
       continue()
     endif()
     set(theirs ${CLOCKWORK_PREBUILT_SOURCE_DIR}/${rel})
@@ -165,7 +153,7 @@ endfunction()
 # At the end of the top-level CMakeLists.txt: writes this build's manifest or, when reusing
 # another build, points each source identical to that build's at its object.
 function(clockwork_finalize_framework)
-  _clockwork_student_regexes(regexes)
+  _clockwork_student_files(students)
   _clockwork_targets_below(${PROJECT_SOURCE_DIR} targets)
   set(shareable "")
   foreach(t IN LISTS targets)
@@ -196,6 +184,7 @@ function(clockwork_finalize_framework)
       "set(CLOCKWORK_PREBUILT_COMPILER \"${compiler}\")\n"
       "set(CLOCKWORK_PREBUILT_FLAGS \"${flags}\")\n"
       "set(CLOCKWORK_PREBUILT_CUDA \"${cuda}\")\n"
+      "set(CLOCKWORK_PREBUILT_STUDENT_FILES \"${students}\")\n"
       "set(CLOCKWORK_PREBUILT_TARGETS \"${shareable}\")\n")
     foreach(t IN LISTS shareable)
       string(APPEND content "set(CLOCKWORK_PREBUILT_OBJECTS_${t} \"$<TARGET_OBJECTS:${t}>\")\n")
@@ -222,7 +211,7 @@ function(clockwork_finalize_framework)
                         "Configure this build like it (build type, flags), or without "
                         "CLOCKWORK_FRAMEWORK_BUILD.")
   endif()
-  _clockwork_differing_framework_files("${regexes}" differ)
+  _clockwork_differing_framework_files("${students}" differ)
   if(differ)
     list(LENGTH differ n)
     list(SUBLIST differ 0 10 shown)

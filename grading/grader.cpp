@@ -457,12 +457,8 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
     for (const auto& e : framework.errors) msg += e.str() + "\n";
     throw GraderError(msg);
   }
-  for (const handout::TreeFile& f : framework.files) {
-    // Students cannot hand this file in, so its stub is always graded: a rubric to fix.
-    if (f.stubbed && !p.rubric.is_student_file(f.path)) {
-      std::cerr << "clockwork-grade: warning: " << f.path << " has solution regions but is not a student file\n";
-    }
-  }
+  // The student files are the files with solution regions, and only those.
+  for (const handout::StudentFile& f : framework.student_files()) p.rubric.student_files.insert(f.path);
   const SubmissionPlan plan = overlay_submission(framework, p.rubric, opt.submission);
 
   // The work folder: the tree and its build, kept between gradings when --work is given.

@@ -1,7 +1,5 @@
 #include "grading/rubric.h"
 
-#include <fnmatch.h>
-
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -23,12 +21,7 @@ std::string where(int milestone, size_t index) {
 
 }  // namespace
 
-bool Rubric::is_student_file(const std::string& path) const {
-  for (const std::string& pattern : student_files) {
-    if (fnmatch(pattern.c_str(), path.c_str(), FNM_PATHNAME | FNM_PERIOD) == 0) return true;
-  }
-  return false;
-}
+bool Rubric::is_student_file(const std::string& path) const { return student_files.count(path) != 0; }
 
 double Rubric::total_points() const {
   double sum = 0;
@@ -54,7 +47,11 @@ Rubric parse_rubric(const std::string& text, bool hidden) {
   }
   if (!doc.is_object()) throw std::runtime_error("the rubric must be a JSON object");
   try {
-    if (doc.contains("student_files")) r.student_files = doc["student_files"].get<std::vector<std::string>>();
+    if (doc.contains("student_files")) {
+      throw std::runtime_error(
+          "\"student_files\" is not read any more: the student files are the files with solution regions "
+          "(clockwork-handout --list-student-files prints them); remove the key");
+    }
     if (doc.contains("timeout_s")) r.timeout_s = doc["timeout_s"].get<double>();
     if (!(r.timeout_s > 0)) throw std::runtime_error("timeout_s must be positive");
     if (doc.contains("leaderboard")) {

@@ -1,10 +1,8 @@
 /// @file rubric.h
-/// The grading rubric: which files are the students', and which GoogleTest cases earn how many
-/// points in each milestone.
+/// The grading rubric: which GoogleTest cases earn how many points in each milestone.
 ///
 /// ```json
 /// {
-///   "student_files": ["kernels/*.cu", "milestones/milestone*/*.cpp"],
 ///   "timeout_s": 300,
 ///   "leaderboard": [{"property": "leaderboard_matmul_gflops", "name": "matmul GFLOP/s", "order": "desc"}],
 ///   "benchmark": {"target": "clockwork-cuda", "args": ["bench", "--op", "matmul"], "timeout_s": 600},
@@ -22,9 +20,14 @@
 /// points when every case it selects passes. A hidden rubric (grading/rubric-hidden.json, instructor
 /// only) has the same form; its tests run with the secret seed and default to visibility
 /// "after_due_date".
+///
+/// Which files are the students' is not the rubric's to say: they are the files with solution
+/// regions (handout::Tree::student_files), and the grader fills Rubric::student_files from the
+/// framework's markers. A rubric that still names "student_files" is refused.
 #pragma once
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,14 +62,15 @@ struct RubricBenchmark {
 };
 
 struct Rubric {
-  std::vector<std::string> student_files;  ///< glob patterns relative to the project root
+  /// The files a submission may replace (relative, '/' separators): the solution tree's files
+  /// with solution regions, set by the grader from the markers.
+  std::set<std::string> student_files;
   double timeout_s = 300;
   std::vector<LeaderboardColumn> leaderboard;
   RubricBenchmark benchmark;  ///< empty target: no benchmark
   std::vector<RubricTest> tests;  ///< in rubric order, milestone by milestone
 
-  /// True when `path` (relative, '/' separators) matches one of the student file patterns. `*`
-  /// and `?` do not match '/', so "milestones/milestone*/*.cpp" leaves out the tests folders.
+  /// True when `path` (relative, '/' separators) is one of the student files.
   bool is_student_file(const std::string& path) const;
   double total_points() const;
   /// Points of the tests of milestones in [from, to].

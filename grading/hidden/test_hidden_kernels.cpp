@@ -13,7 +13,7 @@
 #include "harness/check/tolerances.h"
 #include "harness/check/torch_bridge.h"
 #include "kernels/kernels.h"
-#include "milestones/milestone2/qkv.h"
+#include "kernels/steps.h"
 #include "reference/ops.h"
 
 namespace clockwork {

@@ -46,6 +46,13 @@ class Grading : public ::testing::Test {
     rubric_ = load_rubric(source_ / "grading/rubric.json");
     hidden_rubric_ = rubric_;
     merge_rubric(hidden_rubric_, load_rubric(source_ / "grading/rubric-hidden.json", true));
+    // The student files, as the grader derives them: the files with solution regions.
+    handout::TreeOptions to;
+    to.source = source_;
+    to.untracked = true;
+    for (const handout::StudentFile& f : handout::generate_tree(to).student_files()) {
+      rubric_.student_files.insert(f.path);
+    }
   }
 
   // Runs clockwork-grade and returns its results.json.
@@ -144,7 +151,6 @@ class Grading : public ::testing::Test {
   fs::path small_rubric() {
     const fs::path path = work_ / "small-rubric.json";
     std::ofstream(path) << R"({
-      "student_files": ["kernels/*.cu", "milestones/milestone*/*.cpp"],
       "timeout_s": 300,
       "milestones": [
         {"milestone": 1, "tests": [

@@ -1,10 +1,12 @@
 // clockwork-handout: writes the student tree of one milestone from the solution tree.
 //
 //   clockwork-handout --milestone N --out DIR [--solutions-through M] [--source ROOT] [--untracked]
+//   clockwork-handout --list-student-files [--source ROOT] [--untracked]
 //
 // Regions of milestone N and later (later than M with --solutions-through) become their TODO and
 // stub; earlier ones keep their solution. Instructor-only material is left out. Malformed markers
-// are reported as file:line: error: ... and nothing is written.
+// are reported as file:line: error: ... and nothing is written. --list-student-files prints the
+// student files (those with solution regions) and the milestones of their regions.
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -23,11 +25,14 @@ int usage(const char* why) {
   if (why) std::cerr << "clockwork-handout: " << why << "\n";
   std::cerr << "usage: clockwork-handout --milestone N --out DIR [--solutions-through M] [--source ROOT]\n"
                "                         [--untracked] [--force] [--quiet]\n"
+               "       clockwork-handout --list-student-files [--source ROOT] [--untracked]\n"
                "  --milestone N          the milestone the students start: its regions and later ones are stubbed\n"
                "  --solutions-through M  keep only the solutions of milestones <= M (M < N); default N-1\n"
                "  --source ROOT          the solution tree (default: the current folder)\n"
                "  --untracked            in a git checkout, also take files git neither tracks nor ignores\n"
-               "  --force                replace DIR when it exists and is not empty\n";
+               "  --force                replace DIR when it exists and is not empty\n"
+               "  --list-student-files   print the files with solution regions (the only files a submission\n"
+               "                         may replace) and the milestones of their regions, then exit\n";
   return 2;
 }
 
@@ -39,12 +44,35 @@ bool parse_int(const std::string& s, int& out) {
   return true;
 }
 
+int list_student_files(const fs::path& source, bool untracked) {
+  try {
+    clockwork::handout::TreeOptions o;
+    o.source = source;
+    o.untracked = untracked;
+    o.instructor = true;
+    const clockwork::handout::Tree tree = clockwork::handout::generate_tree(o);
+    if (!tree.errors.empty()) {
+      for (const auto& e : tree.errors) std::cerr << e.str() << "\n";
+      return 1;
+    }
+    for (const auto& f : tree.student_files()) {
+      std::cout << f.path;
+      for (int m : f.milestones) std::cout << " m" << m;
+      std::cout << "\n";
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "clockwork-handout: " << e.what() << "\n";
+    return 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int milestone = -1, through = -1;
   fs::path out, source = ".";
-  bool untracked = false, quiet = false, force = false;
+  bool untracked = false, quiet = false, force = false, list = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -63,6 +91,8 @@ int main(int argc, char** argv) {
       if (source.empty()) return usage("--source needs a folder");
     } else if (a == "--untracked") {
       untracked = true;
+    } else if (a == "--list-student-files") {
+      list = true;
     } else if (a == "--force") {
       force = true;
     } else if (a == "--quiet") {
@@ -74,6 +104,7 @@ int main(int argc, char** argv) {
       return usage(("unknown argument: " + a).c_str());
     }
   }
+  if (list) return list_student_files(source, untracked);
   if (milestone < 0) return usage("--milestone is required");
   if (out.empty()) return usage("--out is required");
   if (through >= milestone) return usage("--solutions-through must be smaller than --milestone");

@@ -82,6 +82,17 @@ std::vector<int> Tree::milestones() const {
   return {ms.begin(), ms.end()};
 }
 
+std::vector<StudentFile> Tree::student_files() const {
+  std::vector<StudentFile> out;
+  for (const TreeFile& f : files) {
+    if (f.regions.empty()) continue;
+    std::set<int> ms;
+    for (const Region& r : f.regions) ms.insert(r.milestone);
+    out.push_back({f.path, {ms.begin(), ms.end()}});
+  }
+  return out;
+}
+
 std::vector<std::string> list_project_files(const fs::path& root_in, bool untracked, const std::vector<fs::path>& skip) {
   const fs::path root = fs::weakly_canonical(root_in);
   const std::vector<fs::path> skips = absolute_skips(root, skip);

@@ -34,6 +34,13 @@ struct TreeFile {
   std::vector<Region> regions;  ///< the solution regions the source file had
 };
 
+/// A student file: a file with solution regions. These are the only files a student edits and
+/// the only files a submission may replace; nothing else decides it.
+struct StudentFile {
+  std::string path;             ///< relative, with '/' separators
+  std::vector<int> milestones;  ///< the milestones of its regions, ascending, each once
+};
+
 struct Tree {
   std::vector<TreeFile> files;            ///< sorted by path
   std::vector<std::string> left_out;      ///< instructor-only files that were not taken
@@ -42,6 +49,8 @@ struct Tree {
   const TreeFile* find(const std::string& path) const;
   /// The milestones that have at least one solution region, ascending.
   std::vector<int> milestones() const;
+  /// The files with at least one solution region (whether kept or stubbed), sorted by path.
+  std::vector<StudentFile> student_files() const;
 };
 
 /// The project's files, relative to `root`: `git ls-files` when `root` is a git checkout (plus
