@@ -287,7 +287,7 @@ TEST_F(Grading, TamperedTests) {
       << "#include <gtest/gtest.h>\nTEST(Embedding, MatchesReference) {}\nTEST(Embedding, "
          "OutOfRangeIdIsAnErrorNamingIt) {}\n";
   std::ofstream(sub / "grading/rubric.json") << R"({"milestones": []})";
-  std::ofstream(sub / "milestones/milestone1/CMakeLists.txt", std::ios::app) << "\n# changed\n";
+  std::ofstream(sub / "milestones/milestone1/tests/CMakeLists.txt", std::ios::app) << "\n# changed\n";
   std::ofstream(sub / "harness/check/compare.cpp", std::ios::app) << "\n// changed\n";
   const json results = grade(sub);
   EXPECT_DOUBLE_EQ(results["score"].get<double>(), 0);
@@ -295,7 +295,7 @@ TEST_F(Grading, TamperedTests) {
   const std::string out = results["output"];
   for (const char* path : {"milestones/milestone1/tests/test_matmul.cpp (modified)",
                            "milestones/milestone1/tests/test_embedding.cpp (modified)",
-                           "grading/rubric.json (modified)", "milestones/milestone1/CMakeLists.txt (modified)",
+                           "grading/rubric.json (modified)", "milestones/milestone1/tests/CMakeLists.txt (modified)",
                            "harness/check/compare.cpp (modified)"}) {
     EXPECT_NE(out.find(path), std::string::npos) << path << "\n" << out;
   }
