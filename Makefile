@@ -16,9 +16,20 @@ JOBS   ?= $(shell nproc)
 PACKAGES := cmake ninja-build g++ make pkg-config libgtest-dev libboost-context-dev \
             nlohmann-json3-dev libpcre2-dev libtorch-dev doxygen
 
+# The CUDA headers the CPU backend compiles against: the CUDA toolkit's when it is installed,
+# otherwise those of NVIDIA's header wheels on PyPI, fetched with pip into .cuda-headers/ (pinned
+# and checksummed in tools/cuda-headers/requirements.txt); the build is then the CPU backend only.
+CUDA_HEADERS_DIR := $(CURDIR)/.cuda-headers
+HAVE_CUDA_TOOLKIT := $(shell nvcc --version >/dev/null 2>&1 && echo yes; \
+  for d in "$$CUDA_PATH" /usr/local/cuda /usr; do [ -f "$$d/include/cuda_runtime.h" ] && echo yes; done)
+ifeq ($(HAVE_CUDA_TOOLKIT),)
+PACKAGES += python3-pip
+CUDA_HEADERS_FLAG := -DCLOCKWORK_CUDA_HEADERS=$(CUDA_HEADERS_DIR)/include
+endif
+
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test demo showcase docs bench build configure deps clean
+.PHONY: test demo showcase docs bench build configure deps cuda-headers clean
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -49,7 +60,7 @@ build: configure
 
 configure: deps
 	@if [ ! -f $(BUILD)/CMakeCache.txt ]; then \
-	  cmake --preset $(PRESET) -B $(BUILD); \
+	  cmake --preset $(PRESET) -B $(BUILD) $(CUDA_HEADERS_FLAG); \
 	fi
 
 deps:
@@ -61,10 +72,15 @@ deps:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
-	@command -v nvcc >/dev/null || [ -f /usr/local/cuda/include/cuda_runtime.h ] || [ -f /usr/include/cuda_runtime.h ] || { \
-	  echo "The CUDA toolkit's headers are missing (the CPU backend compiles kernels against them)."; \
-	  echo "Install the CUDA toolkit from NVIDIA's Debian 12 repository (package cuda-toolkit), see README."; \
-	  exit 1; }
+ifeq ($(HAVE_CUDA_TOOLKIT),)
+	@echo "No CUDA toolkit here: the CPU backend is built against NVIDIA's header wheels (no GPU targets)."
+	@tools/cuda-headers/fetch $(CUDA_HEADERS_DIR)
+endif
+
+# Only the wheel headers, fetched whether or not the toolkit is installed, e.g. for a build with
+# -DCLOCKWORK_CUDA_HEADERS=$(CUDA_HEADERS_DIR)/include.
+cuda-headers:
+	tools/cuda-headers/fetch $(CUDA_HEADERS_DIR)
 
 clean:
 	rm -rf $(BUILD)

@@ -2,7 +2,9 @@
 # which proves they are valid CUDA; with a GPU present the build targets that GPU only ("native").
 include(CheckLanguage)
 set(CLOCKWORK_HAVE_NVCC OFF)
-if(CLOCKWORK_CUDA)
+if(CLOCKWORK_CUDA_HEADERS_ONLY)
+  # Headers without the toolkit (see ClockworkCudaHeaders.cmake): nothing for nvcc to build with.
+elseif(CLOCKWORK_CUDA)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)

@@ -7,8 +7,10 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 
 # The CUDA headers are needed even without nvcc: the CPU backend compiles kernels against the real
-# cuda_runtime.h / cuda_bf16.h so that types and signatures are exactly CUDA's.
-find_package(CUDAToolkit REQUIRED)
+# cuda_runtime.h / cuda_bf16.h so that types and signatures are exactly CUDA's. They come from the
+# CUDA toolkit or, without it, from NVIDIA's header wheels (see ClockworkCudaHeaders.cmake).
+include(ClockworkCudaHeaders)
+clockwork_find_cuda_headers()
 
 if(CLOCKWORK_TORCH)
   # Debian's libtorch-dev, or the one inside a PyTorch wheel (pass its cmake prefix path).
