@@ -3,7 +3,7 @@
 #   make test    install missing Debian packages, configure build/, build, run every test
 #   make demo    the same set-up, then run the demo
 #
-# Also: make docs (Doxygen HTML of the API and handouts), make bench (CPU-backend costs, then
+# Also: make docs (the course site: handouts and API, formulas and figures), make bench (CPU-backend costs, then
 # `clockwork bench` on the CPU backend), make showcase (a standalone CUDA program on the CPU
 # backend), make build (no tests), make clean. Variables: BUILD=dir, PRESET=name (see
 # CMakePresets.json).
@@ -14,7 +14,8 @@ JOBS   ?= $(shell nproc)
 
 # Debian packages the build needs. The CUDA toolkit is not in Debian's main archive: see README.
 PACKAGES := cmake ninja-build g++ make pkg-config libgtest-dev libboost-context-dev \
-            nlohmann-json3-dev libpcre2-dev libtorch-dev doxygen
+            nlohmann-json3-dev libpcre2-dev libtorch-dev \
+            doxygen graphviz libjs-mathjax chromium
 
 # The CUDA headers the CPU backend compiles against: the CUDA toolkit's when it is installed,
 # otherwise those of NVIDIA's header wheels on PyPI, fetched with pip into .cuda-headers/ (pinned
