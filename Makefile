@@ -3,10 +3,10 @@
 #   make test    install missing Debian packages, configure build/, build, run every test
 #   make demo    the same set-up, then run the demo
 #
-# Also: make docs (the course site: handouts and API, formulas and figures), make bench (CPU-backend costs, then
-# `clockwork bench` on the CPU backend), make showcase (a standalone CUDA program on the CPU
-# backend), make build (no tests), make clean. Variables: BUILD=dir, PRESET=name (see
-# CMakePresets.json).
+# Also: make docs (the course site: handouts and API, formulas and figures), make bench
+# (CPU-backend costs, then `clockwork bench` on the CPU backend, plotted in build/bench.svg),
+# make showcase (a standalone CUDA program on the CPU backend), make build (no tests),
+# make clean. Variables: BUILD=dir, PRESET=name (see CMakePresets.json).
 
 BUILD  ?= build
 PRESET ?= default
@@ -15,7 +15,7 @@ JOBS   ?= $(shell nproc)
 # Debian packages the build needs. The CUDA toolkit is not in Debian's main archive: see README.
 PACKAGES := cmake ninja-build g++ make pkg-config libgtest-dev libboost-context-dev \
             nlohmann-json3-dev libpcre2-dev libtorch-dev \
-            doxygen graphviz libjs-mathjax chromium
+            doxygen graphviz libjs-mathjax chromium gnuplot-nox
 
 # The CUDA headers the CPU backend compiles against: the CUDA toolkit's when it is installed,
 # otherwise those of NVIDIA's header wheels on PyPI, fetched with pip into .cuda-headers/ (pinned
@@ -54,7 +54,8 @@ bench: configure
 	cmake --build $(BUILD) --target cudasim-bench clockwork
 	$(BUILD)/bin/cudasim-bench
 	@echo
-	$(BUILD)/bin/clockwork bench
+	@$(BUILD)/bin/clockwork tiny-model --out $(BUILD)/bench-model --force >/dev/null
+	$(BUILD)/bin/clockwork bench --model $(BUILD)/bench-model --plot $(BUILD)/bench.svg
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
