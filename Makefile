@@ -13,7 +13,7 @@ PRESET ?= default
 JOBS   ?= $(shell nproc)
 
 # Debian packages the build needs. The CUDA toolkit is not in Debian's main archive: see README.
-PACKAGES := cmake ninja-build g++ make pkg-config libgtest-dev libboost-context-dev \
+PACKAGES := cmake ninja-build g++ make pkg-config ccache libgtest-dev libboost-context-dev \
             nlohmann-json3-dev libpcre2-dev libtorch-dev \
             doxygen graphviz libjs-mathjax chromium gnuplot-nox
 
@@ -30,10 +30,20 @@ endif
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test demo showcase docs bench build configure deps cuda-headers clean
+.PHONY: test demo showcase docs bench build configure configure-now deps cuda-headers clean
 
-test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+# Each phase timed; the times are printed at the end, also when a phase fails.
+test:
+	@phase() { name=$$1; shift; t=$$(date +%s); "$$@"; rc=$$?; \
+	  d=$$(( $$(date +%s) - t )); times="$$times, $$name $$((d / 60))m$$(printf %02d $$((d % 60)))s"; \
+	  return $$rc; }; \
+	report() { echo; echo "make test took$${times#,} (total $$(( ($$(date +%s) - start) / 60 ))m$$(printf %02d $$(( ($$(date +%s) - start) % 60 )))s)."; }; \
+	start=$$(date +%s); times=""; \
+	phase packages $(MAKE) --no-print-directory deps && \
+	phase configure $(MAKE) --no-print-directory configure-now && \
+	phase build cmake --build $(BUILD) -j $(JOBS) && \
+	phase tests sh -c 'cd $(BUILD) && ctest --output-on-failure -j $(JOBS)'; \
+	rc=$$?; report; exit $$rc
 
 demo: configure
 	cmake --build $(BUILD) --target clockwork
@@ -61,6 +71,9 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 configure: deps
+	@$(MAKE) --no-print-directory configure-now
+
+configure-now:
 	@if [ ! -f $(BUILD)/CMakeCache.txt ]; then \
 	  cmake --preset $(PRESET) -B $(BUILD) $(CUDA_HEADERS_FLAG); \
 	fi

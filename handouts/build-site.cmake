@@ -4,6 +4,7 @@
 # pages load (TeX input, SVG output, the extensions), copied from Debian's libjs-mathjax into
 # html/mathjax so that the site works offline and from any web server. Doxygen fails on any
 # warning (WARN_AS_ERROR in the Doxyfile).
+cmake_minimum_required(VERSION 3.25)
 foreach(var DOXYGEN DOXYFILE SOURCE_DIR HTML_DIR MATHJAX_DIR)
   if(NOT ${var})
     message(FATAL_ERROR "build-site.cmake: -D${var}=... is required")
