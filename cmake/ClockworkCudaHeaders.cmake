@@ -7,8 +7,11 @@
 # builds against them: CUDA::toolkit and CUDA::nvtx3 then name that folder, find_package(CUDAToolkit)
 # is not called, and only the CPU backend is built (no nvcc, no GPU targets).
 #
-# When CLOCKWORK_CUDA_HEADERS is empty, the toolkit is looked for as usual; if it is missing and
-# .cuda-headers/include (where `make test` puts the wheels' headers) exists, that is used.
+# When CLOCKWORK_CUDA_HEADERS is empty: a build that reuses another one's objects
+# (CLOCKWORK_FRAMEWORK_BUILD, as the grader and the handout checks do) takes that build's
+# headers, so that both compile against the same files; otherwise the toolkit is looked for as
+# usual and, if it is missing, .cuda-headers/include (where `make test` puts the wheels' headers)
+# is used when it exists.
 
 set(CLOCKWORK_CUDA_HEADERS "" CACHE PATH
     "CUDA headers without the CUDA toolkit, e.g. from tools/cuda-headers/fetch (CPU backend only; empty: use the toolkit)")
@@ -62,13 +65,24 @@ endfunction()
 macro(clockwork_find_cuda_headers)
   set(CLOCKWORK_CUDA_HEADERS_ONLY OFF)
   set(_clockwork_wheel_headers "${PROJECT_SOURCE_DIR}/.cuda-headers/include")
+  set(_clockwork_framework_headers "")
+  if(NOT CLOCKWORK_CUDA_HEADERS AND CLOCKWORK_FRAMEWORK_BUILD
+     AND EXISTS "${CLOCKWORK_FRAMEWORK_BUILD}/CMakeCache.txt")
+    load_cache("${CLOCKWORK_FRAMEWORK_BUILD}" READ_WITH_PREFIX _clockwork_framework_ CLOCKWORK_CUDA_HEADERS)
+    set(_clockwork_framework_headers "${_clockwork_framework_CLOCKWORK_CUDA_HEADERS}")
+  endif()
   if(CLOCKWORK_CUDA_HEADERS)
     clockwork_use_cuda_headers("${CLOCKWORK_CUDA_HEADERS}")
+  elseif(_clockwork_framework_headers)
+    clockwork_use_cuda_headers("${_clockwork_framework_headers}")
   else()
     find_package(CUDAToolkit QUIET)
     if(CUDAToolkit_FOUND)
       message(STATUS "Clockwork: CUDA toolkit ${CUDAToolkit_VERSION} headers from ${CUDAToolkit_INCLUDE_DIRS}")
     elseif(EXISTS "${_clockwork_wheel_headers}/cuda_runtime.h")
+      # Recorded in the cache, as if given: builds that reuse this one then find the same headers.
+      set(CLOCKWORK_CUDA_HEADERS "${_clockwork_wheel_headers}" CACHE PATH
+          "CUDA headers without the CUDA toolkit (CPU backend only)" FORCE)
       clockwork_use_cuda_headers("${_clockwork_wheel_headers}")
     else()
       message(FATAL_ERROR
