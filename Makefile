@@ -3,25 +3,47 @@
 #   make test    install missing Debian packages, configure build/, build, run every test
 #   make demo    the same set-up, then run the demo
 #
-# Also: make docs (Doxygen HTML of the API and handouts), make bench (CPU-backend costs, then
-# `clockwork bench` on the CPU backend), make showcase (a standalone CUDA program on the CPU
-# backend), make build (no tests), make clean. Variables: BUILD=dir, PRESET=name (see
-# CMakePresets.json).
+# Also: make docs (the course site: handouts and API, formulas and figures), make bench
+# (CPU-backend costs, then `clockwork bench` on the CPU backend, plotted in build/bench.svg),
+# make showcase (a standalone CUDA program on the CPU backend), make build (no tests),
+# make clean. Variables: BUILD=dir, PRESET=name (see CMakePresets.json).
 
 BUILD  ?= build
 PRESET ?= default
 JOBS   ?= $(shell nproc)
 
 # Debian packages the build needs. The CUDA toolkit is not in Debian's main archive: see README.
-PACKAGES := cmake ninja-build g++ make pkg-config libgtest-dev libboost-context-dev \
-            nlohmann-json3-dev libpcre2-dev libtorch-dev doxygen
+PACKAGES := cmake ninja-build g++ make pkg-config ccache libgtest-dev libboost-context-dev \
+            nlohmann-json3-dev libpcre2-dev libtorch-dev \
+            doxygen graphviz libjs-mathjax chromium gnuplot-nox
+
+# The CUDA headers the CPU backend compiles against: the CUDA toolkit's when it is installed,
+# otherwise those of NVIDIA's header wheels on PyPI, fetched with pip into .cuda-headers/ (pinned
+# and checksummed in tools/cuda-headers/requirements.txt); the build is then the CPU backend only.
+CUDA_HEADERS_DIR := $(CURDIR)/.cuda-headers
+HAVE_CUDA_TOOLKIT := $(shell nvcc --version >/dev/null 2>&1 && echo yes; \
+  for d in "$$CUDA_PATH" /usr/local/cuda /usr; do [ -f "$$d/include/cuda_runtime.h" ] && echo yes; done)
+ifeq ($(HAVE_CUDA_TOOLKIT),)
+PACKAGES += python3-pip
+CUDA_HEADERS_FLAG := -DCLOCKWORK_CUDA_HEADERS=$(CUDA_HEADERS_DIR)/include
+endif
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test demo showcase docs bench build configure deps clean
+.PHONY: test demo showcase docs bench build configure configure-now deps cuda-headers clean
 
-test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+# Each phase timed; the times are printed at the end, also when a phase fails.
+test:
+	@phase() { name=$$1; shift; t=$$(date +%s); "$$@"; rc=$$?; \
+	  d=$$(( $$(date +%s) - t )); times="$$times, $$name $$((d / 60))m$$(printf %02d $$((d % 60)))s"; \
+	  return $$rc; }; \
+	report() { echo; echo "make test took$${times#,} (total $$(( ($$(date +%s) - start) / 60 ))m$$(printf %02d $$(( ($$(date +%s) - start) % 60 )))s)."; }; \
+	start=$$(date +%s); times=""; \
+	phase packages $(MAKE) --no-print-directory deps && \
+	phase configure $(MAKE) --no-print-directory configure-now && \
+	phase build cmake --build $(BUILD) -j $(JOBS) && \
+	phase tests sh -c 'cd $(BUILD) && ctest --output-on-failure -j $(JOBS)'; \
+	rc=$$?; report; exit $$rc
 
 demo: configure
 	cmake --build $(BUILD) --target clockwork
@@ -42,14 +64,18 @@ bench: configure
 	cmake --build $(BUILD) --target cudasim-bench clockwork
 	$(BUILD)/bin/cudasim-bench
 	@echo
-	$(BUILD)/bin/clockwork bench
+	@$(BUILD)/bin/clockwork tiny-model --out $(BUILD)/bench-model --force >/dev/null
+	$(BUILD)/bin/clockwork bench --model $(BUILD)/bench-model --plot $(BUILD)/bench.svg
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 configure: deps
+	@$(MAKE) --no-print-directory configure-now
+
+configure-now:
 	@if [ ! -f $(BUILD)/CMakeCache.txt ]; then \
-	  cmake --preset $(PRESET) -B $(BUILD); \
+	  cmake --preset $(PRESET) -B $(BUILD) $(CUDA_HEADERS_FLAG); \
 	fi
 
 deps:
@@ -61,10 +87,15 @@ deps:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
-	@command -v nvcc >/dev/null || [ -f /usr/local/cuda/include/cuda_runtime.h ] || [ -f /usr/include/cuda_runtime.h ] || { \
-	  echo "The CUDA toolkit's headers are missing (the CPU backend compiles kernels against them)."; \
-	  echo "Install the CUDA toolkit from NVIDIA's Debian 12 repository (package cuda-toolkit), see README."; \
-	  exit 1; }
+ifeq ($(HAVE_CUDA_TOOLKIT),)
+	@echo "No CUDA toolkit here: the CPU backend is built against NVIDIA's header wheels (no GPU targets)."
+	@tools/cuda-headers/fetch $(CUDA_HEADERS_DIR)
+endif
+
+# Only the wheel headers, fetched whether or not the toolkit is installed, e.g. for a build with
+# -DCLOCKWORK_CUDA_HEADERS=$(CUDA_HEADERS_DIR)/include.
+cuda-headers:
+	tools/cuda-headers/fetch $(CUDA_HEADERS_DIR)
 
 clean:
 	rm -rf $(BUILD)

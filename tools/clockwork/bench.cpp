@@ -23,6 +23,7 @@
 
 #include "tools/clockwork/bench.h"
 #include "tools/clockwork/bench_backend.h"
+#include "tools/clockwork/bench_plot.h"
 #include "tools/clockwork/cli.h"
 #include "tools/clockwork/commands.h"
 
@@ -476,6 +477,10 @@ CommandSpec make_spec() {
           {"repetitions", "N", "timed runs per measurement (default 20 on the GPU, 5 on the CPU)"},
           {"warmup", "N", "untimed runs first (default 3 on the GPU, 1 on the CPU)"},
           {"json", "FILE", "also write the results, device and leaderboard as JSON"},
+          {"plot", "FILE.svg",
+           "also draw the results with gnuplot: a roofline with every kernel's point, and (with "
+           "--op decode --model DIR) ms per token against the prompt length with and without the "
+           "KV cache"},
           {"list", "", "list the ops, their variants and the shape presets, then exit"},
           {"peak-gbps", "X", "use X GB/s as the DRAM bandwidth peak"},
           {"peak-tflops", "X", "use X TFLOP/s as the fp32 CUDA-core peak"},
@@ -485,6 +490,7 @@ CommandSpec make_spec() {
       "examples:\n"
       "  clockwork bench --op matmul,rmsnorm\n"
       "  clockwork-cuda bench --op matmul --shape prefill,s=512 --json bench.json\n"
+      "  clockwork-cuda bench --op matmul,rmsnorm,decode --model DIR --plot bench.svg\n"
       "  clockwork bench --op matmul --shape s=4,d=128,h=2,h_k=1,d_ff=256,V=512 --repetitions 2"};
   std::set<std::string> seen;
   for (const Option& o : spec.options) seen.insert(o.name);
@@ -714,6 +720,11 @@ int cmd_bench(const std::vector<std::string>& argv) {
     json_file = *j;
     check_json_target(*json_file);
   }
+  std::optional<std::filesystem::path> plot_file;
+  if (auto p = args.get("plot")) {
+    plot_file = *p;
+    check_plot_target(*plot_file);
+  }
 
   const std::unique_ptr<Backend> backend = make_backend(overrides);
   const DeviceInfo& info = backend->info();
@@ -753,6 +764,16 @@ int cmd_bench(const std::vector<std::string>& argv) {
   if (json_file) {
     write_json(*json_file, make_json(ctx, figures, info));
     std::printf("\nwrote %s\n", json_file->string().c_str());
+  }
+  if (plot_file) {
+    std::vector<PlotPoint> points;
+    for (size_t i = 0; i < ctx.rows().size(); ++i) {
+      points.push_back({&ctx.rows()[i], figures[i].gbps, figures[i].tflops});
+    }
+    const PlotDevice device{info.name, info.simulation, info.bandwidth_gbps.value,
+                            info.fp32_tflops.value, info.bf16_tflops.value};
+    write_plot(*plot_file, points, device);
+    std::printf("%swrote %s\n", json_file ? "" : "\n", plot_file->string().c_str());
   }
   return 0;
 }

@@ -102,6 +102,9 @@ struct Row {
   bool reference = false;
   double extra_value = 0;  ///< an optional figure of the group's own, e.g. tokens/s
   std::string extra_name;  ///< its name (JSON key); empty when unused
+  /// Where the row sits on the x axis of its --plot panel (decode generation rows: the prompt
+  /// length); 0 when the row has no such place.
+  double plot_x = 0;
 };
 
 /// Leaderboard sort order, as Gradescope spells it.

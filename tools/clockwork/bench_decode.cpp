@@ -163,6 +163,7 @@ void run_generation_rows(Context& ctx, const std::vector<int>& lengths) {
     r.time.repetitions = d.tokens;
     r.extra_name = "tokens_per_s";
     r.extra_value = d.tokens_per_s;
+    r.plot_x = d.prompt_length;
     ctx.add(r);
     ctx.leaderboard("decode ms/token (" + r.variant + ", prompt=" +
                         std::to_string(d.prompt_length) + ")",
