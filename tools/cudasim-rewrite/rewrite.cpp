@@ -10,9 +10,10 @@
 //        (the kernel is called inside a generic lambda, so template arguments are still deduced
 //        from the call arguments, exactly as nvcc does)
 //   extern __shared__ __align__(16) T name[];   (function scope)
-//     -> T* const name = reinterpret_cast<T*>(::cudasim::dynamic_shared());
+//     -> T* const name = ::cudasim::dynamic_shared<T>("name");
 //   __shared__ T name[N][M];                     (function scope)
-//     -> T (&name)[N][M] = ::cudasim::shared_var<T [N][M], ID, ALIGN>();
+//     -> T (&name)[N][M] = ::cudasim::shared_var<T [N][M], ID, ALIGN>("name");
+//   (the name is for the checker's messages: "element 17 of __shared__ array 'name'")
 //   the same two at namespace scope become object-like macros, since a namespace-scope variable
 //   cannot refer to the memory of whichever block is running.
 //
@@ -377,7 +378,7 @@ class Rewriter {
     std::string repl;
     if (is_extern) {
       const std::string& nm = text(decls.front().front());
-      std::string ptr = "reinterpret_cast<" + ty + "*>(::cudasim::dynamic_shared())";
+      std::string ptr = "::cudasim::dynamic_shared<" + ty + ">(\"" + nm + "\")";
       if (at_ns_scope) {
         repl = "\n#define " + nm + " (" + ptr + ")\n#line " + std::to_string(toks_[semi].line) +
                " \"" + escaped(path_) + "\"\n";
@@ -388,7 +389,7 @@ class Rewriter {
       for (const auto& d : decls) {
         std::string bounds = d.size() > 1 ? joined(d[1], d.back()) : "";
         repl += "\n#define " + text(d.front()) + " (::cudasim::shared_var<" + ty + " " + bounds + ", " +
-                std::to_string(next_id_++) + ", " + align + ">())";
+                std::to_string(next_id_++) + ", " + align + ">(\"" + text(d.front()) + "\"))";
       }
       repl += "\n#line " + std::to_string(toks_[semi].line) + " \"" + escaped(path_) + "\"\n";
     } else {
@@ -398,7 +399,7 @@ class Rewriter {
         std::string bounds = d.size() > 1 ? joined(d[1], d.back()) : "";
         repl += (i ? ", " : "") + std::string("(&") + text(d.front()) + ")" + bounds +
                 " = ::cudasim::shared_var<" + ty + " " + bounds + ", " + std::to_string(next_id_++) +
-                ", " + align + ">()";
+                ", " + align + ">(\"" + text(d.front()) + "\")";
       }
       repl += ";" + newlines(toks_[first].begin, toks_[semi].end);
     }
