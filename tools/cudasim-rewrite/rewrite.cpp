@@ -6,9 +6,10 @@
 //
 //   K<<<grid, block[, smem[, stream]]>>>(args)
 //     -> ::cudasim::launcher(::cudasim::config(grid, block, ...), "K",
-//                            [&](auto&&... a) { K(a...); })(args)
+//                            [&](auto... a) { K(a...); })(args)
 //        (the kernel is called inside a generic lambda, so template arguments are still deduced
-//        from the call arguments, exactly as nvcc does)
+//        from the call arguments, exactly as nvcc does; it takes them by value, as a kernel does,
+//        so that every simulated thread works on copies on its own stack)
 //   extern __shared__ __align__(16) T name[];   (function scope)
 //     -> T* const name = ::cudasim::dynamic_shared<T>("name");
 //   __shared__ T name[N][M];                     (function scope)
@@ -322,7 +323,7 @@ class Rewriter {
     for (char c : kernel) name += (c == '"' || c == '\\') ? '_' : c;
     edits_.push_back({toks_[close].begin, toks_[close].end,
                       std::string("), \"") + name + "\", " + (at_ns_scope ? "[]" : "[&]") +
-                          "(auto&&... cudasim_args_) { " + kernel + "(cudasim_args_...); })"});
+                          "(auto... cudasim_args_) { " + kernel + "(cudasim_args_...); })"});
     return true;
   }
 

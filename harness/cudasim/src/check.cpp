@@ -65,7 +65,7 @@ bool program_is_instrumented() { return g_instrumented.load(std::memory_order_re
 namespace check {
 
 bool g_launch_checked = false;
-thread_local bool tl_kernel_code = false;
+thread_local ThreadState* tl_checked = nullptr;
 
 namespace {
 
@@ -164,6 +164,7 @@ struct Range {
   uintptr_t lo, hi;
 };
 std::vector<Range> g_static;
+Range g_program{0, 0};  // the program's own segments: most static data a kernel reads is here
 size_t g_tls_bytes = 0;
 
 void find_static_data() {
@@ -171,9 +172,15 @@ void find_static_data() {
   std::call_once(once, [] {
     dl_iterate_phdr(
         [](dl_phdr_info* info, size_t, void*) -> int {
+          const bool program = g_static.empty();
           for (int i = 0; i < info->dlpi_phnum; ++i) {
             const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-            if (ph.p_type == PT_LOAD) g_static.push_back({info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_memsz});
+            const uintptr_t lo = info->dlpi_addr + ph.p_vaddr, hi = lo + ph.p_memsz;
+            if (ph.p_type == PT_LOAD) g_static.push_back({lo, hi});
+            if (ph.p_type == PT_LOAD && program) {
+              g_program.lo = g_program.lo ? std::min(g_program.lo, lo) : lo;
+              g_program.hi = std::max(g_program.hi, hi);
+            }
             if (ph.p_type == PT_TLS) g_tls_bytes += (ph.p_memsz + ph.p_align + 63) / 64 * 64;
           }
           if (!g_pc_base) g_pc_base = info->dlpi_addr;  // the program comes first
@@ -191,16 +198,32 @@ bool in_static_data(uintptr_t a) {
 
 // ---- the OS thread's block -------------------------------------------------------------------------
 
-struct SharedAccess {  // one access to a shared word, for the hazard check
-  uint32_t epoch = 0;  // 0: none
-  uint32_t clock = 0;
-  uint16_t lane = 0;
-  uint8_t mask = 0;
-  uint8_t atomic = 0;
-  uint32_t pc = 0;
-};
+// The accesses to one 4-byte word of shared memory that the hazard check compares with: the last
+// write and two reads, each with its barrier interval (0: none), thread, warp clock (low 16 bits)
+// and the bytes of the word it touched. The reads' code addresses are kept apart (SharedLines),
+// being needed only for a report.
+// The cell also says which `__shared__` variable the word belongs to (1 + its index, 0: none, as
+// in the red zones between variables), so that the bounds check reads the same cache line.
 struct SharedCell {
-  SharedAccess write, read1, read2;
+  uint32_t w_epoch, r1_epoch, r2_epoch;
+  uint16_t w_lane, r1_lane, r2_lane;
+  uint16_t w_clock, r1_clock, r2_clock;
+  uint8_t w_mask, r1_mask, r2_mask;
+  uint8_t atomics;  // bit 0: the write, 1: read 1, 2: read 2
+  uint8_t owner;
+  uint8_t unused[3];
+};
+static_assert(sizeof(SharedCell) == 32);
+struct SharedLines {
+  uint32_t w_pc, r1_pc, r2_pc;
+};
+// One of the three, unpacked for the comparisons and the report.
+struct SharedAccess {
+  uint32_t epoch;
+  uint16_t lane, clock;
+  uint8_t mask;
+  bool atomic;
+  uint32_t pc;
 };
 
 struct SharedVar {
@@ -212,6 +235,8 @@ struct SharedVar {
 };
 
 constexpr size_t kPageBytes = 4096;
+
+}  // namespace
 
 struct ThreadState {
   bool active = false;
@@ -227,21 +252,25 @@ struct ThreadState {
   const char* dyn_name = nullptr;
   size_t dyn_elem = 0;
   std::vector<SharedVar> vars;
-  uint8_t* owner = nullptr;        // per byte of the arena: 1 + index into `vars`, 0 = none
   SharedCell* cells = nullptr;     // per word of the whole window
+  SharedLines* lines = nullptr;
   uint32_t epoch = 0;              // shared-memory barrier intervals (never reused on this thread)
   uint32_t block_epoch = 0;        // barrier intervals of the running block (device memory records)
   uint32_t (*vc)[32] = nullptr;    // per lane: the clocks of its warp's lanes it has synchronised with
+  uint32_t* published = nullptr;   // per lane: its own clock at its last __threadfence()
   const void** spin_addr = nullptr;  // per lane: spin-wait detection in atomics and volatile reads
   unsigned* spin_count = nullptr;
   uintptr_t tls_lo = 0, tls_hi = 0;
 };
+namespace {
+
 thread_local ThreadState* tl_state = nullptr;
 
 ThreadState& state() {
   if (!tl_state) {
     auto* s = new ThreadState;
     s->vc = static_cast<uint32_t(*)[32]>(std::calloc(kMaxThreadsPerBlock, sizeof(uint32_t[32])));
+    s->published = static_cast<uint32_t*>(std::calloc(kMaxThreadsPerBlock, sizeof(uint32_t)));
     s->spin_addr = static_cast<const void**>(std::calloc(kMaxThreadsPerBlock, sizeof(void*)));
     s->spin_count = static_cast<unsigned*>(std::calloc(kMaxThreadsPerBlock, sizeof(unsigned)));
     const auto tp = reinterpret_cast<uintptr_t>(__builtin_thread_pointer());
@@ -269,7 +298,7 @@ std::string access_word(bool write, bool atomic) { return atomic ? (write ? "ato
 std::string past_word(bool write, bool atomic) { return atomic ? (write ? "atomically updated" : "atomically read") : write ? "wrote" : "read"; }
 
 [[noreturn]] void report(const std::string& what) {
-  tl_kernel_code = false;
+  tl_checked = nullptr;
   fatal(running_kernel_description(true) + ": " + what);
 }
 
@@ -307,7 +336,7 @@ std::string shared_element(const ThreadState& s, uintptr_t a, size_t access_byte
 }
 
 std::string hint_for(bool earlier_write, bool now_write, bool same_line, bool same_block, bool same_warp, bool shared) {
-  if (same_line && earlier_write && now_write) {
+  if (same_line && (earlier_write || now_write)) {
     return "  A read-modify-write such as `x += v` by several threads loses updates: use atomicAdd (or reduce "
            "first and let one thread write).";
   }
@@ -330,14 +359,19 @@ std::string hint_for(bool earlier_write, bool now_write, bool same_line, bool sa
 
 // ---- shared memory --------------------------------------------------------------------------------
 
-inline bool shared_ordered(const ThreadState& s, const SharedAccess& prev, unsigned me) {
-  if (prev.epoch != s.epoch || prev.lane == me) return true;
-  if ((prev.lane >> 5) != (me >> 5)) return false;
-  return s.vc[me][prev.lane & 31] >= prev.clock;
+// Ordered: a barrier since, the same thread, a warp-synchronous call both took part in since, or
+// a __threadfence() by the earlier thread since (a thread that publishes data with a fence and a
+// flag: the reader is assumed to wait for the flag). Clocks are compared modulo 2^16.
+inline bool shared_ordered(const ThreadState& s, unsigned prev_lane, uint16_t prev_clock, unsigned me) {
+  if (prev_lane == me) return true;
+  if (static_cast<uint16_t>(s.published[prev_lane] - prev_clock) < 0x8000 && s.published[prev_lane]) return true;
+  if ((prev_lane >> 5) != (me >> 5)) return false;
+  return static_cast<uint16_t>(s.vc[me][prev_lane & 31] - prev_clock) < 0x8000;
 }
 
 [[noreturn]] void report_shared_race(ThreadState& s, uintptr_t a, const SharedAccess& prev, bool prev_write, bool write,
                                      bool atomic, const void* pc) {
+  tl_checked = nullptr;  // building the message runs library code: not the kernel's
   const unsigned me = tl_lane->linear;
   const std::string now_line = where(pc), then_line = where(pc_from(prev.pc));
   const char* kind = prev_write ? (write ? "write after write" : "read after write") : "write after read";
@@ -351,6 +385,7 @@ inline bool shared_ordered(const ThreadState& s, const SharedAccess& prev, unsig
 }
 
 [[noreturn]] void report_shared_bounds(ThreadState& s, uintptr_t a, size_t size, bool write, const void* pc) {
+  tl_checked = nullptr;  // building the message runs library code: not the kernel's
   std::ostringstream o;
   o << "out-of-bounds " << (write ? "write" : "read") << " of " << size << " bytes in shared memory at " << where(pc)
     << ": " << shared_element(s, a, size);
@@ -368,48 +403,95 @@ inline bool shared_ordered(const ThreadState& s, const SharedAccess& prev, unsig
   report(o.str());
 }
 
-void shared_access(ThreadState& s, uintptr_t a, size_t size, bool write, bool atomic, const void* pc) {
+[[noreturn, gnu::noinline, gnu::cold]] void shared_hazard(ThreadState& s, uintptr_t w, int which, bool write, bool atomic, const void* pc) {
+  tl_checked = nullptr;  // building the message runs library code: not the kernel's
+  const size_t i = (w - s.arena) >> 2;
+  const SharedCell& c = s.cells[i];
+  SharedAccess prev;
+  if (which == 0) prev = {c.w_epoch, c.w_lane, c.w_clock, c.w_mask, (c.atomics & 1) != 0, s.lines[i].w_pc};
+  if (which == 1) prev = {c.r1_epoch, c.r1_lane, c.r1_clock, c.r1_mask, (c.atomics & 2) != 0, s.lines[i].r1_pc};
+  if (which == 2) prev = {c.r2_epoch, c.r2_lane, c.r2_clock, c.r2_mask, (c.atomics & 4) != 0, s.lines[i].r2_pc};
+  report_shared_race(s, w, prev, which == 0, write, atomic, pc);
+}
+
+[[noreturn, gnu::noinline, gnu::cold]] void report_shared_bounds(ThreadState& s, uintptr_t a, size_t size, bool write,
+                                                                const void* pc);
+
+// One access of `size` bytes at `a`, within one 4-byte word of the block's shared memory.
+[[gnu::always_inline]] inline void shared_word(ThreadState& s, uintptr_t a, unsigned size, bool write, bool atomic, const void* pc) {
+  const uintptr_t w = a & ~uintptr_t{3};
+  const uint8_t mask = static_cast<uint8_t>(((1u << size) - 1) << (a & 3));
+  const size_t i = (w - s.arena) >> 2;
+  SharedCell& c = s.cells[i];
+  const uint32_t ep = s.epoch;
   const unsigned me = tl_lane->linear;
+  // A hazard needs a plain write on one side: atomics never conflict with each other, and a plain
+  // read of a word others update atomically is the first guess of a compare-and-swap loop.
+  const bool plain_write = write && !atomic;
+  if (c.w_epoch == ep && (c.w_mask & mask) && (plain_write || !(c.atomics & 1)) &&
+      !shared_ordered(s, c.w_lane, c.w_clock, me)) {
+    shared_hazard(s, w, 0, write, atomic, pc);
+  }
+  if (write) {
+    if (plain_write) {
+      if (c.r1_epoch == ep && (c.r1_mask & mask) && !shared_ordered(s, c.r1_lane, c.r1_clock, me)) {
+        shared_hazard(s, w, 1, write, atomic, pc);
+      }
+      if (c.r2_epoch == ep && (c.r2_mask & mask) && !shared_ordered(s, c.r2_lane, c.r2_clock, me)) {
+        shared_hazard(s, w, 2, write, atomic, pc);
+      }
+    }
+    const bool mine = c.w_epoch == ep && c.w_lane == me;
+    c.w_epoch = ep;
+    c.w_lane = static_cast<uint16_t>(me);
+    c.w_clock = static_cast<uint16_t>(s.vc[me][me & 31]);
+    c.w_mask = mine ? (c.w_mask | mask) : mask;
+    c.atomics = static_cast<uint8_t>((c.atomics & ~1u) | atomic);
+    s.lines[i].w_pc = pc_offset(pc);
+    return;
+  }
+  if (c.r1_epoch != ep) {
+    c.r1_epoch = ep;
+    c.r1_lane = static_cast<uint16_t>(me);
+    c.r1_clock = static_cast<uint16_t>(s.vc[me][me & 31]);
+    c.r1_mask = mask;
+    c.r2_epoch = 0;
+    c.atomics = static_cast<uint8_t>((c.atomics & ~2u) | (atomic << 1));
+    s.lines[i].r1_pc = pc_offset(pc);
+  } else if (c.r1_lane == me) {
+    c.r1_mask |= mask;
+    c.r1_clock = static_cast<uint16_t>(s.vc[me][me & 31]);
+  } else if (c.r2_epoch != ep || c.r2_lane == me ||
+             ((c.r2_lane >> 5) == (c.r1_lane >> 5) && (me >> 5) != (c.r1_lane >> 5))) {
+    // Two readers are kept: a later writer differs from at least one. The second is replaced
+    // only to cover another warp than the first (a writer may have synchronised with one warp).
+    c.r2_epoch = ep;
+    c.r2_lane = static_cast<uint16_t>(me);
+    c.r2_clock = static_cast<uint16_t>(s.vc[me][me & 31]);
+    c.r2_mask = mask;
+    c.atomics = static_cast<uint8_t>((c.atomics & ~4u) | (atomic << 2));
+    s.lines[i].r2_pc = pc_offset(pc);
+  }
+}
+
+[[gnu::always_inline]] inline void shared_access(ThreadState& s, uintptr_t a, size_t size, bool write, bool atomic,
+                                                 const void* pc) {
   if (s.checks & kCheckBounds) {
     const uintptr_t end = a + size;
     bool ok;
     if (a < s.arena + s.capacity) {
-      ok = end <= s.arena + s.capacity && s.owner[a - s.arena] != 0 && s.owner[a - s.arena] == s.owner[end - 1 - s.arena];
+      const uint8_t first = s.cells[(a - s.arena) >> 2].owner;
+      ok = end <= s.arena + s.capacity && first != 0 && first == s.cells[(end - 1 - s.arena) >> 2].owner;
     } else {
       ok = a >= s.dyn_lo && end <= s.dyn_lo + s.dyn_bytes;
     }
-    if (!ok) report_shared_bounds(s, a, size, write, pc);
+    if (__builtin_expect(!ok, 0)) report_shared_bounds(s, a, size, write, pc);
   }
   if (!(s.checks & kCheckRace)) return;
-  const uint32_t clock = s.vc[me][me & 31];
+  if (__builtin_expect((a & 3) + size <= 4, 1)) return shared_word(s, a, static_cast<unsigned>(size), write, atomic, pc);
   for (uintptr_t w = a & ~uintptr_t{3}; w < a + size; w += 4) {
-    const unsigned lo = w < a ? static_cast<unsigned>(a - w) : 0, hi = std::min<uintptr_t>(4, a + size - w);
-    const uint8_t mask = static_cast<uint8_t>(((1u << hi) - 1) & ~((1u << lo) - 1));
-    SharedCell& c = s.cells[(w - s.arena) >> 2];
-    // A hazard needs a plain write on one side: atomics never conflict with each other, and a
-    // plain read of a word others update atomically is the first guess of a compare-and-swap loop.
-    const bool plain_write = write && !atomic;
-    const auto conflicts = [&](const SharedAccess& p, bool p_write) {
-      return p.epoch == s.epoch && (p.mask & mask) && (plain_write || (p_write && !p.atomic)) && !shared_ordered(s, p, me);
-    };
-    if (conflicts(c.write, true)) report_shared_race(s, w, c.write, true, write, atomic, pc);
-    if (plain_write) {
-      if (conflicts(c.read1, false)) report_shared_race(s, w, c.read1, false, write, atomic, pc);
-      if (conflicts(c.read2, false)) report_shared_race(s, w, c.read2, false, write, atomic, pc);
-    }
-    if (write) {
-      const bool mine = c.write.epoch == s.epoch && c.write.lane == me;
-      c.write = {s.epoch, clock, static_cast<uint16_t>(me), static_cast<uint8_t>(mine ? (c.write.mask | mask) : mask),
-                 static_cast<uint8_t>(atomic), pc_offset(pc)};
-    } else if (c.read1.epoch != s.epoch) {
-      c.read1 = {s.epoch, clock, static_cast<uint16_t>(me), mask, static_cast<uint8_t>(atomic), pc_offset(pc)};
-      c.read2.epoch = 0;
-    } else if (c.read1.lane == me) {
-      c.read1.mask |= mask;
-      c.read1.clock = clock;
-    } else if (c.read2.epoch != s.epoch || c.read2.lane != me || c.read2.clock != clock) {
-      c.read2 = {s.epoch, clock, static_cast<uint16_t>(me), mask, static_cast<uint8_t>(atomic), pc_offset(pc)};
-    }
+    const uintptr_t lo = std::max(w, a), hi = std::min(w + 4, a + size);
+    shared_word(s, lo, static_cast<unsigned>(hi - lo), write, atomic, pc);
   }
 }
 
@@ -449,6 +531,7 @@ void set_bits(uintptr_t off, size_t n) {
 
 [[noreturn]] void report_device_problem(const std::string& what, uintptr_t a, size_t size, bool write, const void* pc,
                                         const std::string& hint) {
+  tl_checked = nullptr;  // building the message runs library code: not the kernel's
   std::ostringstream o;
   o << what << " " << (write ? "write" : "read") << " of " << size << " bytes at " << where(pc) << ": "
     << describe_device_address(a, size) << ".\n" << hint;
@@ -457,6 +540,7 @@ void set_bits(uintptr_t off, size_t n) {
 
 [[noreturn]] void report_global_race(ThreadState& s, uintptr_t a, size_t size, const Record& prev, bool prev_write,
                                      bool write, bool atomic, const void* pc) {
+  tl_checked = nullptr;  // building the message runs library code: not the kernel's
   const unsigned me = tl_lane->linear;
   const uint64_t other_block = rec_uid(prev) - g_launch.uid_base;
   const bool same_block = rec_uid(prev) == s.uid;
@@ -479,6 +563,7 @@ inline bool global_ordered(const ThreadState& s, const Record& r, unsigned me) {
   if (uid < (g_launch.uid_base & 0xffffffffffull)) return true;  // an earlier launch
   if (uid == (s.uid & 0xffffffffffull)) {
     if (rec_lane(r) == me || rec_epoch(r) != (s.block_epoch & 0xfffff)) return true;
+    if (((s.published[rec_lane(r)] - rec_clock(r)) & 0xfff) < 0x800 && s.published[rec_lane(r)]) return true;
     if ((rec_lane(r) >> 5) != (me >> 5)) return false;
     return ((s.vc[me][rec_lane(r) & 31] - rec_clock(r)) & 0xfff) < 0x800;
   }
@@ -554,6 +639,7 @@ void global_access(ThreadState& s, uintptr_t off, uintptr_t a, size_t size, bool
 // ---- everything else ------------------------------------------------------------------------------
 
 [[noreturn]] void report_host_pointer(uintptr_t a, size_t size, bool write, const void* pc) {
+  tl_checked = nullptr;  // building the message runs library code: not the kernel's
   std::ostringstream o;
   o << (write ? "write" : "read") << " of " << size << " bytes at " << where(pc) << " to address 0x" << std::hex << a
     << std::dec;
@@ -569,10 +655,11 @@ void global_access(ThreadState& s, uintptr_t off, uintptr_t a, size_t size, bool
 }
 
 [[noreturn]] void report_misaligned(uintptr_t a, size_t size, bool write, const void* pc) {
+  tl_checked = nullptr;  // building the message runs library code: not the kernel's
   std::ostringstream o;
   o << "misaligned " << size << "-byte " << (write ? "write" : "read") << " at " << where(pc) << ": address 0x"
     << std::hex << a << std::dec << " is not a multiple of " << size;
-  const std::string what = device_memory().region_offset(a) != ~uintptr_t{0} ? describe_device_address(a, size) : "";
+  const std::string what = device_memory().region_offset(a) != ~uintptr_t{0} ? describe_device_address(a, 1) : "";
   if (!what.empty()) o << " (" << what << ")";
   o << ".\n  On a GPU this stops the kernel (misaligned address). A vector access (float4, int2, double) needs an "
        "address that is a multiple of its size: check the offset added to the pointer before the cast.";
@@ -580,6 +667,7 @@ void global_access(ThreadState& s, uintptr_t off, uintptr_t a, size_t size, bool
 }
 
 void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const void* pc) {
+  RuntimeCode runtime;  // what this calls is not the kernel's code
   for (size_t i = 0; i < g_launch.n_ranges; ++i) {
     const auto lo = reinterpret_cast<uintptr_t>(g_launch.ranges[i].p);
     if (a - lo < g_launch.ranges[i].bytes) return;
@@ -593,28 +681,28 @@ void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const vo
   if (s.checks & kCheckBounds) report_host_pointer(a, size, write, pc);
 }
 
-inline void access(const void* p, size_t size, bool write, bool atomic, bool aligned, const void* pc) {
-  if (!tl_kernel_code) return;
-  ThreadState* s = tl_state;
-  if (!s || !s->active) return;
-  RuntimeCode runtime;  // a report (or anything else) below is not the kernel's code
+[[gnu::always_inline]] inline void access(const void* p, size_t size, bool write, bool atomic, bool aligned,
+                                          const void* pc) {
+  ThreadState* s = tl_checked;
+  if (!s) return;
   const Lane* l = tl_lane;
-  if (!l) return;
   const auto a = reinterpret_cast<uintptr_t>(p);
-  const StackRange& st = s->stacks[l->linear];
-  if (a - st.lo < st.hi - st.lo) return;
-  if (aligned && (a & (size - 1)) && (s->checks & kCheckBounds)) report_misaligned(a, size, write, pc);
+  if (aligned && __builtin_expect((a & (size - 1)) != 0, 0) && (s->checks & kCheckBounds)) {
+    report_misaligned(a, size, write, pc);
+  }
   if (a - s->arena < s->window_end - s->arena) return shared_access(*s, a, size, write, atomic, pc);
   if (const uintptr_t off = region_offset(a); off != ~uintptr_t{0}) return global_access(*s, off, a, size, write, atomic, pc);
+  const StackRange& st = s->stacks[l->linear];
+  if (a - st.lo < st.hi - st.lo) return;  // the thread's own stack: private
+  if (a - g_program.lo < g_program.hi - g_program.lo) return;  // __device__/__constant__ variables, literals
   other_access(*s, a, size, write, pc);
 }
 
 // A lane that keeps polling one address is waiting for another thread: let the others run.
 inline void note_poll(const void* p, unsigned threshold, const char* why) {
-  if (!tl_kernel_code) return;
-  ThreadState* s = tl_state;
+  ThreadState* s = tl_checked;
   const Lane* l = tl_lane;
-  if (!s || !s->active || !l) return;
+  if (!s || !l) return;
   const unsigned me = l->linear;
   if (s->spin_addr[me] != p) {
     s->spin_addr[me] = p;
@@ -627,6 +715,13 @@ inline void note_poll(const void* p, unsigned threshold, const char* why) {
 }  // namespace
 
 // ---- hooks called by the scheduler -----------------------------------------------------------------
+
+ThreadState* this_thread_state() { return tl_state; }
+
+void forget_shared_accesses(ThreadState& s) {
+  for (size_t w = 0; w < (s.window_end - s.arena) / 4; ++w) s.cells[w].w_epoch = s.cells[w].r1_epoch = s.cells[w].r2_epoch = 0;
+  s.epoch = 1;
+}
 
 void launch_begin(const char* kernel, const char* file, unsigned line, dim3 grid, dim3 block, const LaunchRange* ranges,
                   size_t n_ranges) {
@@ -669,7 +764,9 @@ void block_begin(const BlockInfo& b) {
   s.stacks = b.stacks;
   s.arena = reinterpret_cast<uintptr_t>(b.static_shared);
   s.capacity = b.static_capacity;
-  s.window_end = s.arena + 2 * s.capacity + kPageBytes;
+  // The window ends with the guard page after the dynamic region: an access there is out of the
+  // dynamic region's bounds (the scheduler puts the region's end at that page).
+  s.window_end = s.arena + 2 * s.capacity + 2 * kPageBytes;
   s.dyn_lo = reinterpret_cast<uintptr_t>(b.dynamic_shared);
   s.dyn_bytes = b.dynamic_bytes;
   s.dyn_name = nullptr;
@@ -677,18 +774,18 @@ void block_begin(const BlockInfo& b) {
   s.vars.clear();
   if (!s.cells) {
     s.cells = static_cast<SharedCell*>(reserve((s.window_end - s.arena) / 4 * sizeof(SharedCell)));
-    s.owner = static_cast<uint8_t*>(reserve(s.capacity));
+    s.lines = static_cast<SharedLines*>(reserve((s.window_end - s.arena) / 4 * sizeof(SharedLines)));
   }
-  std::memset(s.owner, 0, s.arena_marked);
+  for (size_t w = 0; w < s.arena_marked / 4; ++w) s.cells[w].owner = 0;
   s.arena_marked = 0;
   if (++s.epoch == 0) {  // after 2^32 intervals on this thread: forget everything once
-    std::memset(static_cast<void*>(s.cells), 0, (s.window_end - s.arena) / 4 * sizeof(SharedCell));
-    s.epoch = 1;
+    forget_shared_accesses(s);
   }
   s.block_epoch = 0;
   for (unsigned i = 0; i < b.nthreads; ++i) {
     std::memset(s.vc[i], 0, sizeof s.vc[i]);
     s.vc[i][i & 31] = 1;
+    s.published[i] = 0;
     s.spin_addr[i] = nullptr;
     s.spin_count[i] = 0;
   }
@@ -702,10 +799,7 @@ void block_end() {
 
 void barrier_released() {
   ThreadState& s = *tl_state;
-  if (++s.epoch == 0) {
-    std::memset(static_cast<void*>(s.cells), 0, (s.window_end - s.arena) / 4 * sizeof(SharedCell));
-    s.epoch = 1;
-  }
+  if (++s.epoch == 0) forget_shared_accesses(s);
   ++s.block_epoch;
 }
 
@@ -737,9 +831,9 @@ void shared_variable(const void* p, size_t bytes, size_t elem_bytes, const char*
   if (!s || !s->active) return;
   const auto lo = reinterpret_cast<uintptr_t>(p);
   s->vars.push_back({lo, lo + bytes, elem_bytes, name && *name ? name : "(unnamed)", file, line});
-  const size_t index = std::min<size_t>(s->vars.size(), 255);
-  std::memset(s->owner + (lo - s->arena), static_cast<int>(index), bytes);
-  s->arena_marked = std::max(s->arena_marked, lo - s->arena + bytes);
+  const auto index = static_cast<uint8_t>(std::min<size_t>(s->vars.size(), 255));
+  for (uintptr_t w = (lo - s->arena) >> 2; w < (lo - s->arena + bytes + 3) >> 2; ++w) s->cells[w].owner = index;
+  s->arena_marked = std::max(s->arena_marked, (lo - s->arena + bytes + 3) & ~size_t{3});
 }
 
 void dynamic_shared_named(const char* name, size_t elem_bytes) {
@@ -751,7 +845,10 @@ void dynamic_shared_named(const char* name, size_t elem_bytes) {
 
 void fence() {
   ThreadState* s = tl_state;
-  if (!s || !s->active || !(s->checks & kCheckRace)) return;
+  if (!s || !s->active || !(s->checks & kCheckRace) || !tl_lane) return;
+  // Within the block: what this thread did so far is published (see shared_ordered).
+  const unsigned me = tl_lane->linear;
+  s->published[me] = s->vc[me][me & 31]++;
   const uint64_t block = s->block_linear;
   if (g_launch.nblocks > kFenceTableBlocks) {
     g_launch.any_fence.store(true, std::memory_order_relaxed);

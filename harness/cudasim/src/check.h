@@ -13,21 +13,26 @@ namespace cudasim::detail::check {
 /// a check). Read by the scheduler before every hook call, so unchecked runs pay one branch.
 extern bool g_launch_checked;
 
-/// Whether the code running on this OS thread is kernel code of a checked launch. The runtime
-/// clears it while it works on a kernel's behalf (a barrier, a diagnostic): inline library code it
-/// calls may be the instrumented copy the linker kept, and its accesses are not the kernel's.
-extern thread_local bool tl_kernel_code;
+/// The checker's state of an OS thread (check.cpp).
+struct ThreadState;
 
-/// Clears tl_kernel_code for a scope of runtime code.
+/// While checked kernel code runs on this OS thread: its state; otherwise null. The runtime clears
+/// it while it works on a kernel's behalf (a barrier, a diagnostic): inline library code it calls
+/// may be the instrumented copy the linker kept, and its accesses are not the kernel's.
+extern thread_local ThreadState* tl_checked;
+/// This OS thread's state (exists once a checked block has started on it).
+ThreadState* this_thread_state();
+
+/// Clears tl_checked for a scope of runtime code.
 class RuntimeCode {
  public:
-  RuntimeCode() : was_(tl_kernel_code) { tl_kernel_code = false; }
-  ~RuntimeCode() { tl_kernel_code = was_; }
+  RuntimeCode() : was_(tl_checked) { tl_checked = nullptr; }
+  ~RuntimeCode() { tl_checked = was_; }
   RuntimeCode(const RuntimeCode&) = delete;
   RuntimeCode& operator=(const RuntimeCode&) = delete;
 
  private:
-  bool was_;
+  ThreadState* was_;
 };
 
 /// What the scheduler knows about the block it starts on this OS thread.

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 
+#include "check.h"
 #include "memory.h"
 #include "runtime_internal.h"
 #include "symbolize.h"
@@ -64,6 +65,7 @@ void pass_on(int sig, siginfo_t* info, void* uc) {
 }
 
 void handler(int sig, siginfo_t* info, void* ucv) {
+  check::tl_checked = nullptr;  // what runs below is the runtime, not a kernel
   auto* uc = static_cast<ucontext_t*>(ucv);
   const void* pc = reinterpret_cast<void*>(uc->uc_mcontext.gregs[REG_RIP]);
   const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);

@@ -48,6 +48,7 @@ struct Options {
   size_t stack_bytes = 256 * 1024;
   bool poison = true;
   unsigned checks = 0;        // CheckKind mask asked for by CUDASIM_CHECK
+  bool checks_given = false;  // CUDASIM_CHECK is set (a checked program checks everything otherwise)
   double spin_timeout_s = 20;  // a spin-wait without progress for this long is a livelock
 };
 
@@ -111,7 +112,10 @@ Options read_options() {
       std::exit(2);
     }
   }
-  if (const char* v = std::getenv("CUDASIM_CHECK"); v && *v) o.checks = parse_checks(v);
+  if (const char* v = std::getenv("CUDASIM_CHECK"); v && *v) {
+    o.checks = parse_checks(v);
+    o.checks_given = true;
+  }
   return o;
 }
 
@@ -130,7 +134,7 @@ void explain_unchecked_build() {
                  "race, bounds or initialisation check runs.\n"
                  "  Build it with checking: `cudasim-cc --check ...`, or in the CMake build run the "
                  "<test>_check binary (ctest's <test>.check entries; option CLOCKWORK_CUDASIM_CHECK=ON).\n",
-                 check_names(options().checks).c_str());
+                 check_names(requested_checks()).c_str());
   });
 }
 
@@ -354,15 +358,15 @@ bc::fiber make_fiber(Worker& w, unsigned index) {
                      *w.resumer = std::move(from);
                      tl_lane = &w.lanes[index];
                      for (;;) {
-                       check::tl_kernel_code = w.checked;
+                       check::tl_checked = w.checked ? check::this_thread_state() : nullptr;
                        try {
                          w.job->body(w.job->ctx);
                        } catch (const std::exception& e) {
-                         check::tl_kernel_code = false;
+                         check::tl_checked = nullptr;
                          fatal(kernel_str(w) + ", " + thread_str(w.lanes[index]) +
                                ": uncaught exception: " + e.what());
                        }
-                       check::tl_kernel_code = false;
+                       check::tl_checked = nullptr;
                        lane_done(w, index);
                        suspend(w, index);  // resumed again by the next block or launch
                      }
@@ -850,8 +854,10 @@ void thread_fence() {
   spin_yield("__threadfence");
 }
 
-void trap(const char* what, const char* file, unsigned line) {
+void trap(const char* what, const std::source_location& where) {
   check::RuntimeCode runtime;
+  const char* file = where.file_name();
+  const unsigned line = where.line();
   if (tl_lane && tl_worker) {
     fatal(kernel_str(*tl_worker) + ", " + thread_str(*tl_lane) + ": " + what + " at " + file + ":" +
           std::to_string(line) + " stopped the kernel (on a GPU: an unspecified launch failure).");
@@ -863,7 +869,10 @@ unsigned simulated_multiprocessors() { return options().threads; }
 
 bool poison_enabled() { return options().poison; }
 
-unsigned requested_checks() { return options().checks; }
+unsigned requested_checks() {
+  if (options().checks_given) return options().checks;
+  return program_is_instrumented() ? kCheckRace | kCheckBounds | kCheckInit : 0;
+}
 
 std::string check_names(unsigned checks) {
   std::string s;
@@ -911,7 +920,7 @@ std::string describe_worker_address(uintptr_t addr) {
 
 void cudasim::reload_options() { detail::current_options() = detail::read_options(); }
 
-bool cudasim::checking() { return detail::options().checks && detail::program_is_instrumented(); }
+bool cudasim::checking() { return detail::requested_checks() && detail::program_is_instrumented(); }
 
 namespace cudasim::detail {
 
@@ -935,7 +944,7 @@ void launch(const LaunchConfig& cfg, const char* kernel, const char* file, unsig
   job.body = body;
   job.nblocks = static_cast<uint64_t>(cfg.grid.x) * cfg.grid.y * cfg.grid.z;
   job.launch_index = launches++;
-  const unsigned checks = options().checks;
+  const unsigned checks = requested_checks();
   if (checks && !program_is_instrumented()) explain_unchecked_build();
   const bool checked = checks && program_is_instrumented();
   if (checked) check::launch_begin(kernel, file, line, cfg.grid, cfg.block, ranges, n_ranges);

@@ -282,14 +282,16 @@ std::string describe_device_address(uintptr_t addr, size_t access_bytes) {
   const long long rel = static_cast<long long>(view(addr)) - static_cast<long long>(view(a->view_lo));
   const long long elem = rel >= 0 ? rel / static_cast<long long>(unit) : -((-rel + static_cast<long long>(unit) - 1) / static_cast<long long>(unit));
   if (a->is_freed.load(std::memory_order_acquire)) {
-    o << "element " << elem << " of " << a->describe() << ", which was freed at "
+    o << (unit == 1 ? "byte " : "element ") << elem << " of " << a->describe() << ", which was freed at "
       << describe_call_site(a->freed.frames, a->freed.depth) << " (use after free)";
     return o.str();
   }
   const long long n = static_cast<long long>((a->view_hi - a->view_lo) / unit);
-  o << "element " << elem << " of " << a->describe() << ", which has " << n << " elements of " << unit << " bytes";
-  if (elem >= n) o << ": " << (elem - n + 1) << (elem - n + 1 == 1 ? " element" : " elements") << " past its end";
-  if (elem < 0) o << ": " << -elem << (elem == -1 ? " element" : " elements") << " before its start";
+  const char* what = unit == 1 ? "byte" : "element";
+  o << what << " " << elem << " of " << a->describe();
+  if (unit > 1) o << ", which has " << n << " elements of " << unit << " bytes";
+  if (elem >= n) o << ": " << (elem - n + 1) << " " << what << (elem - n + 1 == 1 ? "" : "s") << " past its end";
+  if (elem < 0) o << ": " << -elem << " " << what << (elem == -1 ? "" : "s") << " before its start";
   return o.str();
 }
 

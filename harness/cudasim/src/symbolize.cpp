@@ -211,7 +211,7 @@ std::string describe_code_address(const void* pc, bool return_address) {
 std::string describe_call_site(void* const* frames, int depth) {
   for (int i = 0; i < depth; ++i) {
     for (const SourceLine& s : symbolize(frames[i], true)) {
-      if (!is_runtime_file(s.file) && s.line) return format(s);
+      if (!is_runtime_file(s.file) && s.line) return s.file + ":" + std::to_string(s.line);
     }
   }
   return depth > 0 ? describe_code_address(frames[0]) : std::string("an unknown place");

@@ -128,6 +128,10 @@ void* shared_slot(const void* key, size_t bytes, size_t align, size_t elem_bytes
 /// for the checker's messages.
 void* dynamic_shared_named(const char* name, size_t elem_bytes);
 CUDASIM_STATE_READ uint64_t block_generation() { return tl_block->generation; }
+CUDASIM_STATE_READ void* shared_slot_at(const void* key, size_t bytes, size_t align, size_t elem_bytes, const char* name,
+                                        const std::source_location& l) {
+  return shared_slot(key, bytes, align, elem_bytes, name, l.file_name(), l.line());
+}
 CUDASIM_STATE_READ unsigned char* block_dynamic_smem() { return tl_block->dynamic_smem; }
 }  // namespace detail
 
@@ -140,8 +144,7 @@ T& shared_var(const char* name = "", std::source_location where = std::source_lo
   using Elem = std::remove_all_extents_t<T>;
 #if CUDASIM_CHECKED_BUILD
   static const char key = 0;  // one per declaration; only its address is used
-  return *static_cast<T*>(
-      detail::shared_slot(&key, sizeof(T), align, sizeof(Elem), name, where.file_name(), where.line()));
+  return *static_cast<T*>(detail::shared_slot_at(&key, sizeof(T), align, sizeof(Elem), name, where));
 #else
   static thread_local struct {
     uint64_t generation = 0;
@@ -240,7 +243,7 @@ cudaError_t cudaLaunchKernel(void (*kernel)(P...), dim3 grid, dim3 block, void**
   auto run = [&]<size_t... I>(std::index_sequence<I...>) {
     cudasim::launcher(cudasim::config(grid, block, smem, stream), cudasim::detail::function_name(
                           reinterpret_cast<const void*>(kernel)),
-                      [kernel](auto&&... a) { kernel(a...); }, l)(*static_cast<std::decay_t<P>*>(args[I])...);
+                      [kernel](auto... a) { kernel(a...); }, l)(*static_cast<std::decay_t<P>*>(args[I])...);
   };
   run(std::index_sequence_for<P...>{});
   return cudaPeekAtLastError();
@@ -279,8 +282,13 @@ inline constexpr int warpSize = 32;
 
 namespace cudasim::detail {
 using Loc = std::source_location;
-inline int syncthreads_with(int pred, const char* what, const Loc& l) {
+// The call site is read here, out of the checker's sight (it is not the program's access).
+CUDASIM_STATE_READ int syncthreads_with(int pred, const char* what, const Loc& l) {
   return block_barrier(pred, what, l.file_name(), l.line());
+}
+CUDASIM_STATE_READ uint64_t warp_sync_at(WarpOp op, unsigned mask, int pred, uint64_t value, unsigned src,
+                                         const char* what, const Loc& l) {
+  return warp_sync(op, mask, pred, value, src, what, l.file_name(), l.line());
 }
 CUDASIM_STATE_READ int block_threads() { return static_cast<int>(tl_block->nthreads); }
 }  // namespace cudasim::detail
@@ -302,7 +310,7 @@ inline int __syncthreads_or(int pred, std::source_location l = std::source_locat
 // ---- warp-level primitives ---------------------------------------------------------------------
 
 inline void __syncwarp(unsigned mask = 0xffffffffu, std::source_location l = std::source_location::current()) {
-  cudasim::detail::warp_sync(cudasim::detail::WarpOp::SyncWarp, mask, 0, 0, 0, "__syncwarp", l.file_name(), l.line());
+  cudasim::detail::warp_sync_at(cudasim::detail::WarpOp::SyncWarp, mask, 0, 0, 0, "__syncwarp", l);
 }
 
 namespace cudasim::detail {
@@ -316,19 +324,19 @@ T shuffle(unsigned mask, T v, Src src_of, const char* what, const Loc& l) {
   uint64_t bits = 0;
   std::memcpy(&bits, static_cast<const void*>(&v), sizeof(T));
   const unsigned src = static_cast<unsigned>(src_of(static_cast<int>(lane_id()))) & 31u;
-  const uint64_t got = warp_sync(WarpOp::Shuffle, mask, 0, bits, src, what, l.file_name(), l.line());
+  const uint64_t got = warp_sync_at(WarpOp::Shuffle, mask, 0, bits, src, what, l);
   T r;
   std::memcpy(static_cast<void*>(&r), &got, sizeof(T));
   return r;
 }
 inline int vote(WarpOp op, unsigned mask, int pred, const char* what, const Loc& l) {
-  return static_cast<int>(warp_sync(op, mask, pred != 0, 0, 0, what, l.file_name(), l.line()));
+  return static_cast<int>(warp_sync_at(op, mask, pred != 0, 0, 0, what, l));
 }
 template <class T>
 T warp_combine(WarpOp op, unsigned mask, T v, const char* what, const Loc& l) {
   static_assert(sizeof(T) <= 8 && std::is_integral_v<T>, "warp reductions take integers");
   const uint64_t bits = static_cast<uint64_t>(static_cast<std::make_unsigned_t<T>>(v));
-  return static_cast<T>(warp_sync(op, mask, std::is_signed_v<T>, bits, 0, what, l.file_name(), l.line()));
+  return static_cast<T>(warp_sync_at(op, mask, std::is_signed_v<T>, bits, 0, what, l));
 }
 }  // namespace cudasim::detail
 
@@ -396,16 +404,15 @@ unsigned __match_any_sync(unsigned mask, T v, std::source_location l = std::sour
   uint64_t bits = 0;
   std::memcpy(&bits, static_cast<const void*>(&v), sizeof(T));
   return static_cast<unsigned>(
-      cudasim::detail::warp_sync(cudasim::detail::WarpOp::MatchAny, mask, 0, bits, 0, "__match_any_sync",
-                                 l.file_name(), l.line()));
+      cudasim::detail::warp_sync_at(cudasim::detail::WarpOp::MatchAny, mask, 0, bits, 0, "__match_any_sync", l));
 }
 template <class T>
 unsigned __match_all_sync(unsigned mask, T v, int* pred, std::source_location l = std::source_location::current()) {
   static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>);
   uint64_t bits = 0;
   std::memcpy(&bits, static_cast<const void*>(&v), sizeof(T));
-  const unsigned r = static_cast<unsigned>(cudasim::detail::warp_sync(
-      cudasim::detail::WarpOp::MatchAll, mask, 0, bits, 0, "__match_all_sync", l.file_name(), l.line()));
+  const unsigned r = static_cast<unsigned>(
+      cudasim::detail::warp_sync_at(cudasim::detail::WarpOp::MatchAll, mask, 0, bits, 0, "__match_all_sync", l));
   *pred = r != 0;
   return r;
 }
@@ -580,14 +587,14 @@ inline void __threadfence_system() { cudasim::detail::thread_fence(); }
 inline void __nanosleep(unsigned) { cudasim::detail::spin_yield("__nanosleep"); }
 
 namespace cudasim::detail {
-[[noreturn]] void trap(const char* what, const char* file, unsigned line);
+[[noreturn]] void trap(const char* what, const std::source_location& where);
 }  // namespace cudasim::detail
 /// Stops the kernel with a diagnostic naming the thread, as a GPU reports an illegal instruction.
 [[noreturn]] inline void __trap(std::source_location l = std::source_location::current()) {
-  cudasim::detail::trap("__trap()", l.file_name(), l.line());
+  cudasim::detail::trap("__trap()", l);
 }
 [[noreturn]] inline void __brkpt(std::source_location l = std::source_location::current()) {
-  cudasim::detail::trap("__brkpt()", l.file_name(), l.line());
+  cudasim::detail::trap("__brkpt()", l);
 }
 
 /// Nanoseconds of host time, standing in for the SM cycle counter.
