@@ -65,7 +65,6 @@ bool program_is_instrumented() { return g_instrumented.load(std::memory_order_re
 namespace check {
 
 bool g_launch_checked = false;
-thread_local ThreadState* tl_checked = nullptr;
 
 namespace {
 
@@ -199,22 +198,23 @@ bool in_static_data(uintptr_t a) {
 // ---- the OS thread's block -------------------------------------------------------------------------
 
 // The accesses to one 4-byte word of shared memory that the hazard check compares with: the last
-// write and two reads, each with its barrier interval (0: none), thread, warp clock (low 16 bits)
-// and the bytes of the word it touched. The reads' code addresses are kept apart (SharedLines),
-// being needed only for a report.
-// The cell also says which `__shared__` variable the word belongs to (1 + its index, 0: none, as
-// in the red zones between variables), so that the bounds check reads the same cache line.
+// write and two reads, each with its barrier interval (the low 16 bits; 0: none), thread and the
+// bytes of the word it touched. The cell also says which `__shared__` variable the word belongs
+// to (1 + its index, 0: none, as in the red zones between variables), so that the bounds check
+// reads the same cache line. 16 bytes, so that a tile's cells stay in the L1 cache; the warp
+// clocks and code addresses of the three accesses, needed to compare and to report, are kept
+// apart (SharedLines).
 struct SharedCell {
-  uint32_t w_epoch, r1_epoch, r2_epoch;
+  uint16_t w_epoch, r1_epoch, r2_epoch;
   uint16_t w_lane, r1_lane, r2_lane;
-  uint16_t w_clock, r1_clock, r2_clock;
-  uint8_t w_mask, r1_mask, r2_mask;
-  uint8_t atomics;  // bit 0: the write, 1: read 1, 2: read 2
+  uint8_t masks;   // bits 0-3: the write's bytes, 4-7: read 1's
+  uint8_t masks2;  // bits 0-3: read 2's bytes; bit 4: the write is atomic, 5: read 1 is, 6: read 2 is
   uint8_t owner;
-  uint8_t unused[3];
+  uint8_t unused;
 };
-static_assert(sizeof(SharedCell) == 32);
+static_assert(sizeof(SharedCell) == 16);
 struct SharedLines {
+  uint16_t w_clock, r1_clock, r2_clock, unused;
   uint32_t w_pc, r1_pc, r2_pc;
 };
 // One of the three, unpacked for the comparisons and the report.
@@ -254,7 +254,7 @@ struct ThreadState {
   std::vector<SharedVar> vars;
   SharedCell* cells = nullptr;     // per word of the whole window
   SharedLines* lines = nullptr;
-  uint32_t epoch = 0;              // shared-memory barrier intervals (never reused on this thread)
+  uint16_t epoch = 0;              // shared-memory barrier intervals on this thread (low 16 bits; never 0)
   uint32_t block_epoch = 0;        // barrier intervals of the running block (device memory records)
   uint32_t (*vc)[32] = nullptr;    // per lane: the clocks of its warp's lanes it has synchronised with
   uint32_t* published = nullptr;   // per lane: its own clock at its last __threadfence()
@@ -322,6 +322,10 @@ std::string shared_element(const ThreadState& s, uintptr_t a, size_t access_byte
     const long long e = static_cast<long long>(v->elem ? v->elem : 1);
     const long long idx = rel >= 0 ? rel / e : -((-rel + e - 1) / e);
     const long long count = static_cast<long long>((v->hi - v->lo) / (v->elem ? v->elem : 1));
+    if (count == 1 && idx == 0) {
+      o << "__shared__ variable '" << v->name << "' (declared at " << v->file << ":" << v->line << ")";
+      return o.str();
+    }
     o << "element " << idx << " of __shared__ " << (count > 1 ? "array" : "variable") << " '" << v->name
       << "' (declared at " << v->file << ":" << v->line;
     if (idx >= count || idx < 0) o << "; it has " << count << (count == 1 ? " element" : " elements");
@@ -407,70 +411,84 @@ inline bool shared_ordered(const ThreadState& s, unsigned prev_lane, uint16_t pr
   tl_checked = nullptr;  // building the message runs library code: not the kernel's
   const size_t i = (w - s.arena) >> 2;
   const SharedCell& c = s.cells[i];
+  const SharedLines& l = s.lines[i];
   SharedAccess prev;
-  if (which == 0) prev = {c.w_epoch, c.w_lane, c.w_clock, c.w_mask, (c.atomics & 1) != 0, s.lines[i].w_pc};
-  if (which == 1) prev = {c.r1_epoch, c.r1_lane, c.r1_clock, c.r1_mask, (c.atomics & 2) != 0, s.lines[i].r1_pc};
-  if (which == 2) prev = {c.r2_epoch, c.r2_lane, c.r2_clock, c.r2_mask, (c.atomics & 4) != 0, s.lines[i].r2_pc};
+  if (which == 0) prev = {c.w_epoch, c.w_lane, l.w_clock, static_cast<uint8_t>(c.masks & 0xf), (c.masks2 & 0x10) != 0, l.w_pc};
+  if (which == 1) prev = {c.r1_epoch, c.r1_lane, l.r1_clock, static_cast<uint8_t>(c.masks >> 4), (c.masks2 & 0x20) != 0, l.r1_pc};
+  if (which == 2) prev = {c.r2_epoch, c.r2_lane, l.r2_clock, static_cast<uint8_t>(c.masks2 & 0xf), (c.masks2 & 0x40) != 0, l.r2_pc};
   report_shared_race(s, w, prev, which == 0, write, atomic, pc);
 }
 
 [[noreturn, gnu::noinline, gnu::cold]] void report_shared_bounds(ThreadState& s, uintptr_t a, size_t size, bool write,
                                                                 const void* pc);
 
+inline uint16_t own_clock(const ThreadState& s, unsigned me) { return static_cast<uint16_t>(s.vc[me][me & 31]); }
+
+inline void record_write(ThreadState& s, SharedCell& c, size_t i, unsigned me, unsigned mask, bool atomic, const void* pc) {
+  const bool mine = c.w_epoch == s.epoch && c.w_lane == me;
+  c.w_epoch = s.epoch;
+  c.w_lane = static_cast<uint16_t>(me);
+  c.masks = static_cast<uint8_t>((c.masks & 0xf0) | (mine ? (c.masks & 0xf) | mask : mask));
+  c.masks2 = static_cast<uint8_t>((c.masks2 & ~0x10u) | (atomic ? 0x10u : 0u));
+  s.lines[i].w_clock = own_clock(s, me);
+  s.lines[i].w_pc = pc_offset(pc);
+}
+inline void record_read1(ThreadState& s, SharedCell& c, size_t i, unsigned me, unsigned mask, bool atomic, const void* pc) {
+  c.r1_epoch = s.epoch;
+  c.r1_lane = static_cast<uint16_t>(me);
+  c.r2_epoch = 0;
+  c.masks = static_cast<uint8_t>((c.masks & 0x0f) | (mask << 4));
+  c.masks2 = static_cast<uint8_t>((c.masks2 & ~0x20u) | (atomic ? 0x20u : 0u));
+  s.lines[i].r1_clock = own_clock(s, me);
+  s.lines[i].r1_pc = pc_offset(pc);
+}
+inline void record_read2(ThreadState& s, SharedCell& c, size_t i, unsigned me, unsigned mask, bool atomic, const void* pc) {
+  c.r2_epoch = s.epoch;
+  c.r2_lane = static_cast<uint16_t>(me);
+  c.masks2 = static_cast<uint8_t>((c.masks2 & ~0x4fu) | mask | (atomic ? 0x40u : 0u));
+  s.lines[i].r2_clock = own_clock(s, me);
+  s.lines[i].r2_pc = pc_offset(pc);
+}
+// Two readers are kept: a later writer differs from at least one. The second is replaced only to
+// cover another warp than the first (a writer may have synchronised with one warp).
+inline bool keep_read2(const SharedCell& c, uint16_t ep, unsigned me) {
+  return c.r2_epoch == ep && c.r2_lane != me && ((c.r2_lane >> 5) != (c.r1_lane >> 5) || (me >> 5) == (c.r1_lane >> 5));
+}
+
 // One access of `size` bytes at `a`, within one 4-byte word of the block's shared memory.
 [[gnu::always_inline]] inline void shared_word(ThreadState& s, uintptr_t a, unsigned size, bool write, bool atomic, const void* pc) {
   const uintptr_t w = a & ~uintptr_t{3};
-  const uint8_t mask = static_cast<uint8_t>(((1u << size) - 1) << (a & 3));
+  const unsigned mask = ((1u << size) - 1) << (a & 3);
   const size_t i = (w - s.arena) >> 2;
   SharedCell& c = s.cells[i];
-  const uint32_t ep = s.epoch;
+  const SharedLines& l = s.lines[i];
+  const uint16_t ep = s.epoch;
   const unsigned me = tl_lane->linear;
   // A hazard needs a plain write on one side: atomics never conflict with each other, and a plain
   // read of a word others update atomically is the first guess of a compare-and-swap loop.
   const bool plain_write = write && !atomic;
-  if (c.w_epoch == ep && (c.w_mask & mask) && (plain_write || !(c.atomics & 1)) &&
-      !shared_ordered(s, c.w_lane, c.w_clock, me)) {
+  if (c.w_epoch == ep && (c.masks & mask) && (plain_write || !(c.masks2 & 0x10)) && !shared_ordered(s, c.w_lane, l.w_clock, me)) {
     shared_hazard(s, w, 0, write, atomic, pc);
   }
   if (write) {
     if (plain_write) {
-      if (c.r1_epoch == ep && (c.r1_mask & mask) && !shared_ordered(s, c.r1_lane, c.r1_clock, me)) {
+      if (c.r1_epoch == ep && ((c.masks >> 4) & mask) && !shared_ordered(s, c.r1_lane, l.r1_clock, me)) {
         shared_hazard(s, w, 1, write, atomic, pc);
       }
-      if (c.r2_epoch == ep && (c.r2_mask & mask) && !shared_ordered(s, c.r2_lane, c.r2_clock, me)) {
+      if (c.r2_epoch == ep && ((c.masks2 & 0xf) & mask) && !shared_ordered(s, c.r2_lane, l.r2_clock, me)) {
         shared_hazard(s, w, 2, write, atomic, pc);
       }
     }
-    const bool mine = c.w_epoch == ep && c.w_lane == me;
-    c.w_epoch = ep;
-    c.w_lane = static_cast<uint16_t>(me);
-    c.w_clock = static_cast<uint16_t>(s.vc[me][me & 31]);
-    c.w_mask = mine ? (c.w_mask | mask) : mask;
-    c.atomics = static_cast<uint8_t>((c.atomics & ~1u) | atomic);
-    s.lines[i].w_pc = pc_offset(pc);
+    record_write(s, c, i, me, mask, atomic, pc);
     return;
   }
   if (c.r1_epoch != ep) {
-    c.r1_epoch = ep;
-    c.r1_lane = static_cast<uint16_t>(me);
-    c.r1_clock = static_cast<uint16_t>(s.vc[me][me & 31]);
-    c.r1_mask = mask;
-    c.r2_epoch = 0;
-    c.atomics = static_cast<uint8_t>((c.atomics & ~2u) | (atomic << 1));
-    s.lines[i].r1_pc = pc_offset(pc);
+    record_read1(s, c, i, me, mask, atomic, pc);
   } else if (c.r1_lane == me) {
-    c.r1_mask |= mask;
-    c.r1_clock = static_cast<uint16_t>(s.vc[me][me & 31]);
-  } else if (c.r2_epoch != ep || c.r2_lane == me ||
-             ((c.r2_lane >> 5) == (c.r1_lane >> 5) && (me >> 5) != (c.r1_lane >> 5))) {
-    // Two readers are kept: a later writer differs from at least one. The second is replaced
-    // only to cover another warp than the first (a writer may have synchronised with one warp).
-    c.r2_epoch = ep;
-    c.r2_lane = static_cast<uint16_t>(me);
-    c.r2_clock = static_cast<uint16_t>(s.vc[me][me & 31]);
-    c.r2_mask = mask;
-    c.atomics = static_cast<uint8_t>((c.atomics & ~4u) | (atomic << 2));
-    s.lines[i].r2_pc = pc_offset(pc);
+    c.masks = static_cast<uint8_t>(c.masks | (mask << 4));
+    s.lines[i].r1_clock = own_clock(s, me);
+  } else if (!keep_read2(c, ep, me)) {
+    record_read2(s, c, i, me, mask, atomic, pc);
   }
 }
 
@@ -577,12 +595,15 @@ inline bool global_ordered(const ThreadState& s, const Record& r, unsigned me) {
 
 void global_race(ThreadState& s, uintptr_t off, uintptr_t a, size_t size, bool write, bool atomic, const void* pc,
                  const Allocation* al) {
+  // Memory no kernel has ever written (weights, inputs the host uploaded) gets no shadow: a race
+  // needs a write in the launch, and the first kernel write there creates the shadow. (A read in
+  // such a chunk before that first write is not seen, so a write-after-read there is missed.)
   const size_t chunk = off >> kChunkShift;
   if (!g_chunk_has_shadow[chunk].load(std::memory_order_relaxed)) {
-    // Reads of large buffers nobody writes (weights) are not recorded: no shadow for them.
-    if (!write && al->size > (size_t{16} << 20)) return;
+    if (!write) return;
     g_chunk_has_shadow[chunk].store(1, std::memory_order_relaxed);
   }
+  (void)al;
   const unsigned me = tl_lane->linear;
   const uint32_t clock = s.vc[me][me & 31];
   const uint32_t pco = pc_offset(pc);
@@ -602,9 +623,15 @@ void global_race(ThreadState& s, uintptr_t off, uintptr_t a, size_t size, bool w
       if (plain_write && conflicts(rd, false)) report_global_race(s, a + (w - off), 4, rd, false, write, atomic, pc);
       store_record(&c.write, pack(s.uid, me, atomic, mask, s.block_epoch, clock, pco));
     } else {
+      // One read is kept per word: a read by another thread of this launch that a later write
+      // could race with stays; one that cannot matter any more (an earlier launch, an earlier
+      // barrier interval of this block, this same thread) is replaced. Keeping it also keeps
+      // the line clean for data many threads read.
       const Record rd = load_record(&c.read);
-      const Record mine = pack(s.uid, me, atomic, mask, s.block_epoch, clock, pco);
-      if (rd.a != mine.a || (rd.b & 0xffffffffull) != (mine.b & 0xffffffffull)) store_record(&c.read, mine);
+      const uint64_t uid = rec_uid(rd), base = g_launch.uid_base & 0xffffffffffull, mine_uid = s.uid & 0xffffffffffull;
+      const bool useless = !(rd.a & kValid) || uid < base ||
+                           (uid == mine_uid && (rec_lane(rd) == me || rec_epoch(rd) != (s.block_epoch & 0xfffff)));
+      if (useless) store_record(&c.read, pack(s.uid, me, atomic, mask, s.block_epoch, clock, pco));
     }
   }
 }
@@ -681,21 +708,56 @@ void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const vo
   if (s.checks & kCheckBounds) report_host_pointer(a, size, write, pc);
 }
 
-[[gnu::always_inline]] inline void access(const void* p, size_t size, bool write, bool atomic, bool aligned,
-                                          const void* pc) {
-  ThreadState* s = tl_checked;
-  if (!s) return;
-  const Lane* l = tl_lane;
-  const auto a = reinterpret_cast<uintptr_t>(p);
+// Everything access() does not finish itself.
+[[gnu::noinline]] void access_slow(ThreadState* s, uintptr_t a, size_t size, bool write, bool atomic, bool aligned,
+                                   const void* pc) {
   if (aligned && __builtin_expect((a & (size - 1)) != 0, 0) && (s->checks & kCheckBounds)) {
     report_misaligned(a, size, write, pc);
   }
   if (a - s->arena < s->window_end - s->arena) return shared_access(*s, a, size, write, atomic, pc);
   if (const uintptr_t off = region_offset(a); off != ~uintptr_t{0}) return global_access(*s, off, a, size, write, atomic, pc);
-  const StackRange& st = s->stacks[l->linear];
+  const StackRange& st = s->stacks[tl_lane->linear];
   if (a - st.lo < st.hi - st.lo) return;  // the thread's own stack: private
   if (a - g_program.lo < g_program.hi - g_program.lo) return;  // __device__/__constant__ variables, literals
   other_access(*s, a, size, write, pc);
+}
+
+// The most frequent accesses of all: plain 4-byte reads and writes of shared memory. This does
+// what shared_word() does for them when there is nothing to compare (no other thread's write,
+// and for a write no other thread's read, in this barrier interval), and says "not done" (false)
+// otherwise, leaving the comparison to the full path.
+[[gnu::always_inline]] inline bool shared_fast(ThreadState* s, uintptr_t a, bool write, const void* pc) {
+  if (a - s->arena >= s->window_end - s->arena || (a & 3)) return false;
+  const size_t i = (a - s->arena) >> 2;
+  SharedCell& c = s->cells[i];
+  if (s->checks & kCheckBounds) {
+    if (a < s->arena + s->capacity ? c.owner == 0 : (a < s->dyn_lo || a + 4 > s->dyn_lo + s->dyn_bytes)) return false;
+  }
+  if (!(s->checks & kCheckRace)) return true;
+  const uint16_t ep = s->epoch;
+  const unsigned me = tl_lane->linear;
+  if (c.w_epoch == ep && c.w_lane != me) return false;
+  if (write) {
+    if ((c.r1_epoch == ep && c.r1_lane != me) || (c.r2_epoch == ep && c.r2_lane != me)) return false;
+    record_write(*s, c, i, me, 0xf, false, pc);
+  } else if (c.r1_epoch != ep) {
+    record_read1(*s, c, i, me, 0xf, false, pc);
+  } else if (c.r1_lane == me) {
+    c.masks |= 0xf0;
+    s->lines[i].r1_clock = own_clock(*s, me);
+  } else if (!keep_read2(c, ep, me)) {
+    record_read2(*s, c, i, me, 0xf, false, pc);
+  }
+  return true;
+}
+
+[[gnu::always_inline]] inline void access(const void* p, size_t size, bool write, bool atomic, bool aligned,
+                                          const void* pc) {
+  ThreadState* s = tl_checked;
+  if (!s) return;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  if (size == 4 && !atomic && shared_fast(s, a, write, pc)) return;
+  access_slow(s, a, size, write, atomic, aligned, pc);
 }
 
 // A lane that keeps polling one address is waiting for another thread: let the others run.
@@ -718,7 +780,10 @@ inline void note_poll(const void* p, unsigned threshold, const char* why) {
 
 ThreadState* this_thread_state() { return tl_state; }
 
-void forget_shared_accesses(ThreadState& s) {
+// Barrier intervals are counted in 16 bits: when the count wraps, every recorded access is
+// forgotten (once per 65535 intervals), so that an old one can never look current.
+void next_shared_epoch(ThreadState& s) {
+  if (++s.epoch != 0) return;
   for (size_t w = 0; w < (s.window_end - s.arena) / 4; ++w) s.cells[w].w_epoch = s.cells[w].r1_epoch = s.cells[w].r2_epoch = 0;
   s.epoch = 1;
 }
@@ -778,9 +843,7 @@ void block_begin(const BlockInfo& b) {
   }
   for (size_t w = 0; w < s.arena_marked / 4; ++w) s.cells[w].owner = 0;
   s.arena_marked = 0;
-  if (++s.epoch == 0) {  // after 2^32 intervals on this thread: forget everything once
-    forget_shared_accesses(s);
-  }
+  next_shared_epoch(s);
   s.block_epoch = 0;
   for (unsigned i = 0; i < b.nthreads; ++i) {
     std::memset(s.vc[i], 0, sizeof s.vc[i]);
@@ -799,7 +862,7 @@ void block_end() {
 
 void barrier_released() {
   ThreadState& s = *tl_state;
-  if (++s.epoch == 0) forget_shared_accesses(s);
+  next_shared_epoch(s);
   ++s.block_epoch;
 }
 

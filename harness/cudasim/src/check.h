@@ -19,15 +19,19 @@ struct ThreadState;
 /// While checked kernel code runs on this OS thread: its state; otherwise null. The runtime clears
 /// it while it works on a kernel's behalf (a barrier, a diagnostic): inline library code it calls
 /// may be the instrumented copy the linker kept, and its accesses are not the kernel's.
-extern thread_local ThreadState* tl_checked;
+inline thread_local ThreadState* tl_checked = nullptr;
 /// This OS thread's state (exists once a checked block has started on it).
 ThreadState* this_thread_state();
 
 /// Clears tl_checked for a scope of runtime code.
 class RuntimeCode {
  public:
-  RuntimeCode() : was_(tl_checked) { tl_checked = nullptr; }
-  ~RuntimeCode() { tl_checked = was_; }
+  RuntimeCode() : was_(tl_checked) {
+    if (was_) tl_checked = nullptr;
+  }
+  ~RuntimeCode() {
+    if (was_) tl_checked = was_;
+  }
   RuntimeCode(const RuntimeCode&) = delete;
   RuntimeCode& operator=(const RuntimeCode&) = delete;
 

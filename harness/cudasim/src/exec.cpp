@@ -225,7 +225,10 @@ struct Worker {
   bool barrier_divergent = false;       // some thread waits at another barrier call site
   int barrier_count = 0;                // predicates of __syncthreads_count/and/or
   int barrier_result = 0;               // of the last released barrier
-  // Spin-waits: yields since a thread of the block last made progress.
+  // Spin-waits: per thread the address of its last atomic and how many in a row went there ...
+  std::vector<const void*> spin_addr = std::vector<const void*>(kMaxThreadsPerBlock);
+  std::vector<unsigned> spin_repeats = std::vector<unsigned>(kMaxThreadsPerBlock);
+  // ... and the yields since a thread of the block last made progress.
   uint64_t progress = 0, spin_progress_seen = 0, spins = 0, spin_finished_seen = 0;
   std::chrono::steady_clock::time_point spin_since;
 };
@@ -590,6 +593,8 @@ void run_block(Worker& w, const Job& job, uint64_t k) {
     l.state = LaneState::Ready;
     l.file = "";
     l.what = "";
+    w.spin_addr[i] = nullptr;
+    w.spin_repeats[i] = 0;
   }
   std::fill(w.warp_waiting.begin(), w.warp_waiting.begin() + (n + 31) / 32, 0u);
   std::fill(w.warp_done.begin(), w.warp_done.begin() + (n + 31) / 32, 0u);
@@ -725,15 +730,15 @@ void note_spin(Worker& w, const char* why, const void* pc) {
 
 // ---- entry points used by cudasim.h -------------------------------------------------------------
 
-int block_barrier(int pred, const char* what, const char* file, unsigned line) {
+int block_barrier(int pred, const char* what, const std::source_location& where) {
   check::RuntimeCode runtime;
   Lane& l = *tl_lane;
   Worker& w = *tl_worker;
   l.state = LaneState::AtBlockBarrier;
   l.pred = pred;
   l.what = what;
-  l.file = file;
-  l.line = line;
+  l.file = where.file_name();
+  l.line = where.line();
   ++w.n_at_barrier;
   ++w.progress;
   w.barrier_count += pred;
@@ -747,8 +752,10 @@ int block_barrier(int pred, const char* what, const char* file, unsigned line) {
 }
 
 uint64_t warp_sync(WarpOp op, unsigned mask, int pred, uint64_t value, unsigned src, const char* what,
-                   const char* file, unsigned line) {
+                   const std::source_location& where) {
   check::RuntimeCode runtime;
+  const char* file = where.file_name();
+  const unsigned line = where.line();
   Lane& l = *tl_lane;
   Worker& w = *tl_worker;
   const unsigned me = l.linear, wi = me >> 5, bit = 1u << (me & 31u);
@@ -787,9 +794,10 @@ uint64_t warp_sync(WarpOp op, unsigned mask, int pred, uint64_t value, unsigned 
   return l.result;
 }
 
-void* shared_alloc(size_t bytes, size_t align, size_t elem_bytes, const char* name, const char* file,
-                   unsigned line) {
+void* shared_alloc(size_t bytes, size_t align, size_t elem_bytes, const char* name, const std::source_location& where) {
   Worker& w = *tl_worker;
+  const char* file = where.file_name();
+  const unsigned line = where.line();
   // The limit counts the variables' own bytes (with alignment), as a GPU does.
   w.declared_shared = (w.declared_shared + align - 1) / align * align + bytes;
   if (w.declared_shared > kMaxStaticSharedBytes) {
@@ -813,13 +821,13 @@ void* shared_alloc(size_t bytes, size_t align, size_t elem_bytes, const char* na
 }
 
 void* shared_slot(const void* key, size_t bytes, size_t align, size_t elem_bytes, const char* name,
-                  const char* file, unsigned line) {
+                  const std::source_location& where) {
   check::RuntimeCode runtime;
   Worker& w = *tl_worker;
   for (const auto& [k, p] : w.shared_slots) {
     if (k == key) return p;
   }
-  void* p = shared_alloc(bytes, align, elem_bytes, name, file, line);
+  void* p = shared_alloc(bytes, align, elem_bytes, name, where);
   w.shared_slots.emplace_back(key, p);
   return p;
 }
@@ -844,6 +852,19 @@ void spin_yield(const char* why) {
   tl_lane = &w.lanes[next];
   jump(w, w.fibers[next], &w.fibers[me]);
   tl_lane = &w.lanes[me];
+}
+
+void note_atomic(const void* p) {
+  Lane* l = tl_lane;
+  Worker* w = tl_worker;
+  if (!l || !w) return;  // host code
+  const unsigned me = l->linear;
+  if (w->spin_addr[me] != p) {
+    w->spin_addr[me] = p;
+    w->spin_repeats[me] = 0;
+  } else if (++w->spin_repeats[me] >= 3) {
+    spin_yield("repeated atomics on one address");
+  }
 }
 
 void thread_fence() {

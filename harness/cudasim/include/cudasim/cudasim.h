@@ -123,15 +123,11 @@ namespace detail {
 /// The storage of the `__shared__` declaration identified by `key` for the running block, made on
 /// first use (checked builds: the declaration's extent and name go to the checker).
 void* shared_slot(const void* key, size_t bytes, size_t align, size_t elem_bytes, const char* name,
-                  const char* file, unsigned line);
+                  const std::source_location& where);
 /// Start of the running block's dynamic shared memory; `name` and the element size are recorded
 /// for the checker's messages.
 void* dynamic_shared_named(const char* name, size_t elem_bytes);
 CUDASIM_STATE_READ uint64_t block_generation() { return tl_block->generation; }
-CUDASIM_STATE_READ void* shared_slot_at(const void* key, size_t bytes, size_t align, size_t elem_bytes, const char* name,
-                                        const std::source_location& l) {
-  return shared_slot(key, bytes, align, elem_bytes, name, l.file_name(), l.line());
-}
 CUDASIM_STATE_READ unsigned char* block_dynamic_smem() { return tl_block->dynamic_smem; }
 }  // namespace detail
 
@@ -144,14 +140,14 @@ T& shared_var(const char* name = "", std::source_location where = std::source_lo
   using Elem = std::remove_all_extents_t<T>;
 #if CUDASIM_CHECKED_BUILD
   static const char key = 0;  // one per declaration; only its address is used
-  return *static_cast<T*>(detail::shared_slot_at(&key, sizeof(T), align, sizeof(Elem), name, where));
+  return *static_cast<T*>(detail::shared_slot(&key, sizeof(T), align, sizeof(Elem), name, where));
 #else
   static thread_local struct {
     uint64_t generation = 0;
     void* ptr = nullptr;
   } slot;
   if (slot.generation != detail::block_generation()) {
-    slot.ptr = detail::shared_alloc(sizeof(T), align, sizeof(Elem), name, where.file_name(), where.line());
+    slot.ptr = detail::shared_alloc(sizeof(T), align, sizeof(Elem), name, where);
     slot.generation = detail::block_generation();
   }
   return *static_cast<T*>(slot.ptr);
@@ -282,14 +278,7 @@ inline constexpr int warpSize = 32;
 
 namespace cudasim::detail {
 using Loc = std::source_location;
-// The call site is read here, out of the checker's sight (it is not the program's access).
-CUDASIM_STATE_READ int syncthreads_with(int pred, const char* what, const Loc& l) {
-  return block_barrier(pred, what, l.file_name(), l.line());
-}
-CUDASIM_STATE_READ uint64_t warp_sync_at(WarpOp op, unsigned mask, int pred, uint64_t value, unsigned src,
-                                         const char* what, const Loc& l) {
-  return warp_sync(op, mask, pred, value, src, what, l.file_name(), l.line());
-}
+inline int syncthreads_with(int pred, const char* what, const Loc& l) { return block_barrier(pred, what, l); }
 CUDASIM_STATE_READ int block_threads() { return static_cast<int>(tl_block->nthreads); }
 }  // namespace cudasim::detail
 
@@ -310,7 +299,7 @@ inline int __syncthreads_or(int pred, std::source_location l = std::source_locat
 // ---- warp-level primitives ---------------------------------------------------------------------
 
 inline void __syncwarp(unsigned mask = 0xffffffffu, std::source_location l = std::source_location::current()) {
-  cudasim::detail::warp_sync_at(cudasim::detail::WarpOp::SyncWarp, mask, 0, 0, 0, "__syncwarp", l);
+  cudasim::detail::warp_sync(cudasim::detail::WarpOp::SyncWarp, mask, 0, 0, 0, "__syncwarp", l);
 }
 
 namespace cudasim::detail {
@@ -324,19 +313,19 @@ T shuffle(unsigned mask, T v, Src src_of, const char* what, const Loc& l) {
   uint64_t bits = 0;
   std::memcpy(&bits, static_cast<const void*>(&v), sizeof(T));
   const unsigned src = static_cast<unsigned>(src_of(static_cast<int>(lane_id()))) & 31u;
-  const uint64_t got = warp_sync_at(WarpOp::Shuffle, mask, 0, bits, src, what, l);
+  const uint64_t got = warp_sync(WarpOp::Shuffle, mask, 0, bits, src, what, l);
   T r;
   std::memcpy(static_cast<void*>(&r), &got, sizeof(T));
   return r;
 }
 inline int vote(WarpOp op, unsigned mask, int pred, const char* what, const Loc& l) {
-  return static_cast<int>(warp_sync_at(op, mask, pred != 0, 0, 0, what, l));
+  return static_cast<int>(warp_sync(op, mask, pred != 0, 0, 0, what, l));
 }
 template <class T>
 T warp_combine(WarpOp op, unsigned mask, T v, const char* what, const Loc& l) {
   static_assert(sizeof(T) <= 8 && std::is_integral_v<T>, "warp reductions take integers");
   const uint64_t bits = static_cast<uint64_t>(static_cast<std::make_unsigned_t<T>>(v));
-  return static_cast<T>(warp_sync_at(op, mask, std::is_signed_v<T>, bits, 0, what, l));
+  return static_cast<T>(warp_sync(op, mask, std::is_signed_v<T>, bits, 0, what, l));
 }
 }  // namespace cudasim::detail
 
@@ -404,7 +393,7 @@ unsigned __match_any_sync(unsigned mask, T v, std::source_location l = std::sour
   uint64_t bits = 0;
   std::memcpy(&bits, static_cast<const void*>(&v), sizeof(T));
   return static_cast<unsigned>(
-      cudasim::detail::warp_sync_at(cudasim::detail::WarpOp::MatchAny, mask, 0, bits, 0, "__match_any_sync", l));
+      cudasim::detail::warp_sync(cudasim::detail::WarpOp::MatchAny, mask, 0, bits, 0, "__match_any_sync", l));
 }
 template <class T>
 unsigned __match_all_sync(unsigned mask, T v, int* pred, std::source_location l = std::source_location::current()) {
@@ -412,7 +401,7 @@ unsigned __match_all_sync(unsigned mask, T v, int* pred, std::source_location l 
   uint64_t bits = 0;
   std::memcpy(&bits, static_cast<const void*>(&v), sizeof(T));
   const unsigned r = static_cast<unsigned>(
-      cudasim::detail::warp_sync_at(cudasim::detail::WarpOp::MatchAll, mask, 0, bits, 0, "__match_all_sync", l));
+      cudasim::detail::warp_sync(cudasim::detail::WarpOp::MatchAll, mask, 0, bits, 0, "__match_all_sync", l));
   *pred = r != 0;
   return r;
 }
@@ -425,14 +414,7 @@ namespace cudasim::detail {
 // builds the checker sees every atomic and does this itself.
 inline void spin_hint(const void* p) {
 #if !CUDASIM_CHECKED_BUILD
-  Lane* l = tl_lane;
-  if (!l) return;
-  if (l->spin_addr != p) {
-    l->spin_addr = p;
-    l->spin_repeats = 0;
-  } else if (++l->spin_repeats >= 3) {
-    spin_yield("repeated atomics on one address");
-  }
+  note_atomic(p);
 #else
   (void)p;
 #endif

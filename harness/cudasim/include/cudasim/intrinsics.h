@@ -307,17 +307,20 @@ inline float abs_error(float v, uint32_t seed, float max_abs) {
   const float t = 0.25f + 0.75f * static_cast<float>(h & 0xffffu) / 65535.0f;
   return v + ((h & 0x80000000u) ? t : -t) * max_abs;
 }
-/// ex2.approx.ftz.f32: 2^x with at most 2 ulp of error; denormal results flush to zero.
+// The errors below are chosen so that each intrinsic stays within its documented bound with the
+// roundings of the operations around the approximation included.
+/// ex2.approx.ftz.f32: 2^x, one unit in the last place off; denormal results flush to zero.
 inline float ex2_approx(float x) {
   const float r = static_cast<float>(std::exp2(static_cast<double>(x)));
   if (r != 0.0f && std::fabs(r) < std::numeric_limits<float>::min()) return 0.0f;
-  return ulp_error(r, bits_of(x) ^ 0x2e2u, 2);
+  return ulp_error(r, bits_of(x) ^ 0x2e2u, 1);
 }
-/// lg2.approx.ftz.f32: log2(x) with an absolute error of about 2^-22 (2 ulp away from [0.5, 2]).
+/// lg2.approx.ftz.f32: log2(x), off by up to 2^-22.3 in [0.5, 2] and one unit in the last place
+/// elsewhere.
 inline float lg2_approx(float x) {
   const float r = static_cast<float>(std::log2(static_cast<double>(x)));
-  if (x >= 0.5f && x <= 2.0f) return abs_error(r, bits_of(x) ^ 0x1e2u, 0x1p-22f);
-  return ulp_error(r, bits_of(x) ^ 0x1e2u, 2);
+  if (x >= 0.5f && x <= 2.0f) return abs_error(r, bits_of(x) ^ 0x1e2u, 0x1p-22f * 0.8f);
+  return ulp_error(r, bits_of(x) ^ 0x1e2u, 1);
 }
 /// rcp.approx.ftz.f32: 1/y within 1 ulp; a result below 2^-126 is flushed to zero.
 inline float rcp_approx(float y) {
@@ -345,12 +348,14 @@ inline float fdividef(float x, float y) { return x / y; }
 /// For x in [-pi, pi] absolute error 2^-21.41, larger outside.
 inline float __sinf(float x) {
   using namespace cudasim::detail;
-  return abs_error(static_cast<float>(std::sin(static_cast<double>(reduce_2pi(x)))), bits_of(x) ^ 0x51u, 3.5888e-07f /* 2^-21.41 */);
+  return abs_error(static_cast<float>(std::sin(static_cast<double>(reduce_2pi(x)))), bits_of(x) ^ 0x51u,
+                   0.8f * 3.5888e-07f /* 2^-21.41 */);
 }
 /// For x in [-pi, pi] absolute error 2^-21.19, larger outside.
 inline float __cosf(float x) {
   using namespace cudasim::detail;
-  return abs_error(static_cast<float>(std::cos(static_cast<double>(reduce_2pi(x)))), bits_of(x) ^ 0xc0u, 4.1800e-07f /* 2^-21.19 */);
+  return abs_error(static_cast<float>(std::cos(static_cast<double>(reduce_2pi(x)))), bits_of(x) ^ 0xc0u,
+                   0.8f * 4.1800e-07f /* 2^-21.19 */);
 }
 inline void __sincosf(float x, float* s, float* c) {
   *s = __sinf(x);

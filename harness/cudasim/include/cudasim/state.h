@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <source_location>
 
 namespace cudasim::detail {
 
@@ -32,7 +33,7 @@ enum class WarpOp : uint8_t {
   MatchAll,    // __match_all_sync: all participants if every value is equal, else 0
 };
 
-/// One simulated CUDA thread ("lane" of its warp).
+/// One simulated CUDA thread ("lane" of its warp). 64 bytes: the scheduler walks an array of them.
 struct Lane {
   uint3 tid;            // threadIdx
   unsigned linear;      // x + y*Dx + z*Dx*Dy: lane = linear % 32, warp = linear / 32
@@ -41,14 +42,13 @@ struct Lane {
   uint8_t src;          // source lane of a shuffle (0..31)
   unsigned mask;        // participating lanes, when AtWarpSync
   int pred;             // predicate of __syncthreads_count/and/or and of votes
+  unsigned line;        // call site of the barrier it waits at
   uint64_t value;       // payload of a shuffle, reduction or match
   uint64_t result;      // what the warp-synchronous call returns, set when the group is released
-  const char* file;     // call site of the barrier it waits at
-  unsigned line;
+  const char* file;
   const char* what;     // name of that call, for diagnostics
-  const void* spin_addr;    // last address of an atomic, to notice a spin-wait (see spin_hint)
-  unsigned spin_repeats;    // atomics in a row on spin_addr
 };
+static_assert(sizeof(Lane) == 64);
 
 /// The block currently running on this OS thread.
 struct Block {
@@ -64,17 +64,19 @@ struct Block {
 inline thread_local Block* tl_block = nullptr;
 inline thread_local Lane* tl_lane = nullptr;
 
-// Provided by the runtime library.
+// Provided by the runtime library. Call sites are passed whole: the runtime reads them (code
+// compiled for checking would have its reads of them checked).
 /// Waits at a block barrier; returns the number of threads whose predicate was non-zero.
-int block_barrier(int pred, const char* what, const char* file, unsigned line);
+int block_barrier(int pred, const char* what, const std::source_location& where);
 /// Waits until every lane of `mask` has arrived; returns what `op` computes for the caller.
 uint64_t warp_sync(WarpOp op, unsigned mask, int pred, uint64_t value, unsigned src, const char* what,
-                   const char* file, unsigned line);
-void* shared_alloc(size_t bytes, size_t align, size_t elem_bytes, const char* name, const char* file,
-                   unsigned line);
+                   const std::source_location& where);
+void* shared_alloc(size_t bytes, size_t align, size_t elem_bytes, const char* name, const std::source_location& where);
 /// Lets the other threads of the block run before the caller goes on: the caller is in a
 /// spin-wait (`why` says which kind) that may wait for one of them.
 void spin_yield(const char* why);
+/// An atomic on `p` by the running thread: after a few in a row on one address, spin_yield().
+void note_atomic(const void* p);
 /// __threadfence(): a full fence; it also lets other threads of the block run (a fence usually
 /// sits in a loop that waits for another thread).
 void thread_fence();
