@@ -353,12 +353,11 @@ std::string hint_for(bool earlier_write, bool now_write, bool same_line, bool sa
     return "  Two threads write it between the same two barriers, so what remains depends on timing. Let one "
            "thread write it, or separate the writes with " + sync + ".";
   }
-  if (earlier_write) {
-    return "  The reader may see the value from before the write. Put " + sync + " between the write and the read" +
-           (shared ? " (e.g. after thread 0 stores a result the others read)." : ".");
-  }
-  return "  The read may see the new value. Put " + sync + " between the read and the write" +
-         (shared ? " (e.g. before reusing a reduction array for a second reduction)." : ".");
+  return "  Nothing orders the two accesses, so the read gets the old or the new value depending on which thread "
+         "runs first. Separate them with " + sync +
+         (shared ? ": typically after one thread stores a result the others read, or between reading a shared "
+                   "array and reusing it (a second reduction into the same scratch array)."
+                 : ".");
 }
 
 // ---- shared memory --------------------------------------------------------------------------------

@@ -289,7 +289,7 @@ std::string describe_device_address(uintptr_t addr, size_t access_bytes) {
   const long long n = static_cast<long long>((a->view_hi - a->view_lo) / unit);
   const char* what = unit == 1 ? "byte" : "element";
   o << what << " " << elem << " of " << a->describe();
-  if (unit > 1) o << ", which has " << n << " elements of " << unit << " bytes";
+  if (unit > 1) o << ", which has " << n << (n == 1 ? " element" : " elements") << " of " << unit << " bytes";
   if (elem >= n) o << ": " << (elem - n + 1) << " " << what << (elem - n + 1 == 1 ? "" : "s") << " past its end";
   if (elem < 0) o << ": " << -elem << " " << what << (elem == -1 ? "" : "s") << " before its start";
   return o.str();

@@ -230,6 +230,8 @@ CUDASIM_FROM_EXACT(__double2float, float, double)
 inline double __int2double_rn(int x) { return x; }
 inline double __uint2double_rn(unsigned x) { return x; }
 
+// A table of generated functions, of no interest to the documentation:
+/// @cond
 #define CUDASIM_ROUNDED(name, T, arity, expr)                                                                    \
   inline T name##_rz(CUDASIM_ARGS_##arity(T)) {                                                                  \
     return cudasim::detail::rounded<T>(cudasim::detail::Round::Zero, CUDASIM_PASS_##arity,                       \
@@ -274,6 +276,7 @@ CUDASIM_ROUNDED(__dsqrt, double, 1, std::sqrt(static_cast<double>(a)))
 #undef CUDASIM_PASS_1
 #undef CUDASIM_PASS_2
 #undef CUDASIM_PASS_3
+/// @endcond
 inline float __frsqrt_rn(float x) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(x))); }
 inline float __saturatef(float x) { return std::isnan(x) ? 0.0f : x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
 inline float saturate(float x) { return __saturatef(x); }
