@@ -17,22 +17,25 @@
 //
 // Shared memory hazards. Every 4-byte word of a block's shared memory has a shadow cell holding
 // the last write and up to two reads of it: the thread, its barrier interval (a __syncthreads()
-// starts a new one) and its warp clock. Two accesses by different threads in one barrier interval
-// are a hazard unless both are atomic or both are in one warp and a __syncwarp/shuffle/vote that
-// both took part in came between them. Warp ordering uses vector clocks: each lane counts the
-// warp-synchronous calls it has left (its clock), and knows, for every lane of its warp, the
-// latest clock of that lane it has synchronised with; a release joins the participants'
+// starts a new one), its warp clock and the bytes it touched. Two accesses to the same bytes by
+// different threads in one barrier interval are a hazard when at least one is a plain write
+// (atomics never conflict with each other, and a plain read of a word others update atomically is
+// the first guess of a compare-and-swap loop), unless both threads are in one warp and a
+// __syncwarp/shuffle/vote both took part in came between them, or the earlier thread executed
+// __threadfence() since (it published its writes). Warp ordering uses vector clocks: each lane
+// counts the warp-synchronous calls it has left (its clock), and knows, for every lane of its
+// warp, the latest clock of that lane it has synchronised with; a release joins the participants'
 // knowledge. A block runs on one OS thread, so these cells need no atomics.
 //
-// Device memory. Each 4-byte word of device memory may have a shadow cell (allocated on first
-// write, and on first read for buffers up to 16 MiB: large read-only weights never get one) with
-// the last write and the last read: the block (a number unique across launches), thread, barrier
-// interval, warp clock and source line. Blocks of one launch are not ordered unless the earlier
-// one executed __threadfence() after its access (the "last block" reduction pattern). Blocks run
-// concurrently on several OS threads: a cell is read and written with single 16-byte loads and
-// stores (atomic on x86-64 processors with AVX), so concurrent updates may lose a record (and a
-// report) but never invent one. Initialisation is a bit per byte of device memory, set by
-// copies, memsets and kernel writes.
+// Device memory. Each 4-byte word of device memory gets a shadow cell once a kernel writes its
+// 64 KiB chunk (memory only the host wrote, such as a model's weights, never needs one): the last
+// write and one read that a later write could race with, each with its block (a number unique
+// across launches), thread, barrier interval, warp clock and source line. Blocks of one launch are
+// not ordered unless the earlier one executed __threadfence() after its access (the "last block"
+// reduction pattern). Blocks run concurrently on several OS threads: a record is read and written
+// with single 16-byte loads and stores (atomic on x86-64 processors with AVX), so concurrent
+// updates may lose a record (and a report) but never invent one. Initialisation is a bit per byte
+// of device memory, set by copies, memsets and kernel writes.
 //
 // The first problem found is reported with both source lines and the process ends with the
 // diagnostic status, like the other diagnostics of cudasim.
@@ -71,9 +74,6 @@ namespace {
 // ---- the launch ---------------------------------------------------------------------------------
 
 struct LaunchState {
-  const char* kernel = "";
-  const char* file = "";
-  unsigned line = 0;
   dim3 grid, block;
   unsigned checks = 0;
   LaunchRange ranges[4] = {};
@@ -592,8 +592,7 @@ inline bool global_ordered(const ThreadState& s, const Record& r, unsigned me) {
   return g_launch.any_fence.load(std::memory_order_relaxed);
 }
 
-void global_race(ThreadState& s, uintptr_t off, uintptr_t a, size_t size, bool write, bool atomic, const void* pc,
-                 const Allocation* al) {
+void global_race(ThreadState& s, uintptr_t off, uintptr_t a, size_t size, bool write, bool atomic, const void* pc) {
   // Memory no kernel has ever written (weights, inputs the host uploaded) gets no shadow: a race
   // needs a write in the launch, and the first kernel write there creates the shadow. (A read in
   // such a chunk before that first write is not seen, so a write-after-read there is missed.)
@@ -602,7 +601,6 @@ void global_race(ThreadState& s, uintptr_t off, uintptr_t a, size_t size, bool w
     if (!write) return;
     g_chunk_has_shadow[chunk].store(1, std::memory_order_relaxed);
   }
-  (void)al;
   const unsigned me = tl_lane->linear;
   const uint32_t clock = s.vc[me][me & 31];
   const uint32_t pco = pc_offset(pc);
@@ -659,7 +657,7 @@ void global_access(ThreadState& s, uintptr_t off, uintptr_t a, size_t size, bool
     }
     if (write && !al->fully_written.load(std::memory_order_relaxed)) set_bits(off, size);
   }
-  if (s.checks & kCheckRace) global_race(s, off, a, size, write, atomic, pc, al);
+  if (s.checks & kCheckRace) global_race(s, off, a, size, write, atomic, pc);
 }
 
 // ---- everything else ------------------------------------------------------------------------------
@@ -760,7 +758,7 @@ void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const vo
 }
 
 // A lane that keeps polling one address is waiting for another thread: let the others run.
-inline void note_poll(const void* p, unsigned threshold, const char* why) {
+inline void note_poll(const void* p, unsigned threshold, const char* why, const void* pc) {
   ThreadState* s = tl_checked;
   const Lane* l = tl_lane;
   if (!s || !l) return;
@@ -769,7 +767,7 @@ inline void note_poll(const void* p, unsigned threshold, const char* why) {
     s->spin_addr[me] = p;
     s->spin_count[me] = 0;
   } else if (++s->spin_count[me] >= threshold) {
-    spin_yield(why);
+    spin_yield_at(why, pc);
   }
 }
 
@@ -787,17 +785,13 @@ void next_shared_epoch(ThreadState& s) {
   s.epoch = 1;
 }
 
-void launch_begin(const char* kernel, const char* file, unsigned line, dim3 grid, dim3 block, const LaunchRange* ranges,
-                  size_t n_ranges) {
+void launch_begin(dim3 grid, dim3 block, const LaunchRange* ranges, size_t n_ranges) {
   find_static_data();
   DeviceMemory& m = device_memory();
   m.open_for_kernels();
   g_dev_lo = m.device_base();
   g_alias_lo = m.alias_base();
   g_region = m.region_size();
-  g_launch.kernel = kernel;
-  g_launch.file = file;
-  g_launch.line = line;
   g_launch.grid = grid;
   g_launch.block = block;
   g_launch.checks = requested_checks();
@@ -997,12 +991,12 @@ void __tsan_ignore_thread_end() {}
   void __tsan_unaligned_write##n(void* p) { access(p, n, true, false, false, __builtin_return_address(0)); }    \
   void __tsan_volatile_read##n(void* p) {                                                                       \
     access(p, n, false, false, false, __builtin_return_address(0));                                             \
-    note_poll(p, 8, "a volatile read polled in a loop");                                                         \
+    note_poll(p, 8, "a volatile read polled in a loop", __builtin_return_address(0));                                                         \
   }                                                                                                             \
   void __tsan_volatile_write##n(void* p) { access(p, n, true, false, false, __builtin_return_address(0)); }     \
   void __tsan_unaligned_volatile_read##n(void* p) {                                                             \
     access(p, n, false, false, false, __builtin_return_address(0));                                             \
-    note_poll(p, 8, "a volatile read polled in a loop");                                                         \
+    note_poll(p, 8, "a volatile read polled in a loop", __builtin_return_address(0));                                                         \
   }                                                                                                             \
   void __tsan_unaligned_volatile_write##n(void* p) { access(p, n, true, false, false, __builtin_return_address(0)); }
 CUDASIM_TSAN_ACCESS(1)
@@ -1023,7 +1017,7 @@ void __tsan_write_range(void* p, unsigned long n) {
 #define CUDASIM_TSAN_ATOMIC(bits, T)                                                                              \
   T __tsan_atomic##bits##_load(const volatile T* a, int) {                                                        \
     access(const_cast<T*>(a), sizeof(T), false, true, true, __builtin_return_address(0));                         \
-    note_poll(const_cast<T*>(a), 3, "repeated atomics on one address");                                           \
+    note_poll(const_cast<T*>(a), 3, "repeated atomics on one address", __builtin_return_address(0));                                           \
     return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                                                  \
   }                                                                                                               \
   void __tsan_atomic##bits##_store(volatile T* a, T v, int) {                                                     \
@@ -1032,42 +1026,42 @@ void __tsan_write_range(void* p, unsigned long n) {
   }                                                                                                               \
   T __tsan_atomic##bits##_exchange(volatile T* a, T v, int) {                                                     \
     access(const_cast<T*>(a), sizeof(T), true, true, true, __builtin_return_address(0));                          \
-    note_poll(const_cast<T*>(a), 3, "repeated atomics on one address");                                           \
+    note_poll(const_cast<T*>(a), 3, "repeated atomics on one address", __builtin_return_address(0));                                           \
     return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                                           \
   }                                                                                                               \
   T __tsan_atomic##bits##_fetch_add(volatile T* a, T v, int) {                                                    \
     access(const_cast<T*>(a), sizeof(T), true, true, true, __builtin_return_address(0));                          \
-    note_poll(const_cast<T*>(a), 3, "repeated atomics on one address");                                           \
+    note_poll(const_cast<T*>(a), 3, "repeated atomics on one address", __builtin_return_address(0));                                           \
     return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);                                                            \
   }                                                                                                               \
   T __tsan_atomic##bits##_fetch_sub(volatile T* a, T v, int) {                                                    \
     access(const_cast<T*>(a), sizeof(T), true, true, true, __builtin_return_address(0));                          \
-    note_poll(const_cast<T*>(a), 3, "repeated atomics on one address");                                           \
+    note_poll(const_cast<T*>(a), 3, "repeated atomics on one address", __builtin_return_address(0));                                           \
     return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);                                                            \
   }                                                                                                               \
   T __tsan_atomic##bits##_fetch_and(volatile T* a, T v, int) {                                                    \
     access(const_cast<T*>(a), sizeof(T), true, true, true, __builtin_return_address(0));                          \
-    note_poll(const_cast<T*>(a), 3, "repeated atomics on one address");                                           \
+    note_poll(const_cast<T*>(a), 3, "repeated atomics on one address", __builtin_return_address(0));                                           \
     return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                                            \
   }                                                                                                               \
   T __tsan_atomic##bits##_fetch_or(volatile T* a, T v, int) {                                                     \
     access(const_cast<T*>(a), sizeof(T), true, true, true, __builtin_return_address(0));                          \
-    note_poll(const_cast<T*>(a), 3, "repeated atomics on one address");                                           \
+    note_poll(const_cast<T*>(a), 3, "repeated atomics on one address", __builtin_return_address(0));                                           \
     return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                                             \
   }                                                                                                               \
   T __tsan_atomic##bits##_fetch_xor(volatile T* a, T v, int) {                                                    \
     access(const_cast<T*>(a), sizeof(T), true, true, true, __builtin_return_address(0));                          \
-    note_poll(const_cast<T*>(a), 3, "repeated atomics on one address");                                           \
+    note_poll(const_cast<T*>(a), 3, "repeated atomics on one address", __builtin_return_address(0));                                           \
     return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                                            \
   }                                                                                                               \
   T __tsan_atomic##bits##_fetch_nand(volatile T* a, T v, int) {                                                   \
     access(const_cast<T*>(a), sizeof(T), true, true, true, __builtin_return_address(0));                          \
-    note_poll(const_cast<T*>(a), 3, "repeated atomics on one address");                                           \
+    note_poll(const_cast<T*>(a), 3, "repeated atomics on one address", __builtin_return_address(0));                                           \
     return __atomic_fetch_nand(a, v, __ATOMIC_SEQ_CST);                                                           \
   }                                                                                                               \
   int __tsan_atomic##bits##_compare_exchange_strong(volatile T* a, T* c, T v, int, int) {                         \
     access(const_cast<T*>(a), sizeof(T), true, true, true, __builtin_return_address(0));                          \
-    note_poll(const_cast<T*>(a), 3, "repeated atomics on one address");                                           \
+    note_poll(const_cast<T*>(a), 3, "repeated atomics on one address", __builtin_return_address(0));                                           \
     return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);                       \
   }                                                                                                               \
   int __tsan_atomic##bits##_compare_exchange_weak(volatile T* a, T* c, T v, int, int) {                           \
@@ -1076,7 +1070,7 @@ void __tsan_write_range(void* p, unsigned long n) {
   }                                                                                                               \
   T __tsan_atomic##bits##_compare_exchange_val(volatile T* a, T c, T v, int, int) {                               \
     access(const_cast<T*>(a), sizeof(T), true, true, true, __builtin_return_address(0));                          \
-    note_poll(const_cast<T*>(a), 3, "repeated atomics on one address");                                           \
+    note_poll(const_cast<T*>(a), 3, "repeated atomics on one address", __builtin_return_address(0));                                           \
     __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);                             \
     return c;                                                                                                     \
   }

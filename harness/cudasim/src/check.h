@@ -53,8 +53,7 @@ struct BlockInfo {
 
 /// Brackets one launch (called on the launching thread, before and after its blocks run).
 /// `ranges` is the launcher's memory every thread may read (arguments, the launcher itself).
-void launch_begin(const char* kernel, const char* file, unsigned line, dim3 grid, dim3 block,
-                  const LaunchRange* ranges, size_t n_ranges);
+void launch_begin(dim3 grid, dim3 block, const LaunchRange* ranges, size_t n_ranges);
 void launch_end();
 
 void block_begin(const BlockInfo& b);

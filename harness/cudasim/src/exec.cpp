@@ -839,12 +839,14 @@ void* dynamic_shared_named(const char* name, size_t elem_bytes) {
   return w.block.dynamic_smem;
 }
 
-void spin_yield(const char* why) {
+void spin_yield(const char* why) { spin_yield_at(why, __builtin_return_address(0)); }
+
+void spin_yield_at(const char* why, const void* pc) {
   check::RuntimeCode runtime;
   Lane* l = tl_lane;
   if (!l || !tl_worker) return;  // host code
   Worker& w = *tl_worker;
-  note_spin(w, why, __builtin_return_address(0));
+  note_spin(w, why, pc);
   const unsigned me = l->linear;
   queue_back(w, me);
   unsigned next;
@@ -863,7 +865,7 @@ void note_atomic(const void* p) {
     w->spin_addr[me] = p;
     w->spin_repeats[me] = 0;
   } else if (++w->spin_repeats[me] >= 3) {
-    spin_yield("repeated atomics on one address");
+    spin_yield_at("repeated atomics on one address", __builtin_return_address(0));
   }
 }
 
@@ -872,7 +874,7 @@ void thread_fence() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (!tl_lane || !tl_worker) return;
   if (tl_worker->checked) check::fence();
-  spin_yield("__threadfence");
+  spin_yield_at("__threadfence", __builtin_return_address(0));
 }
 
 void trap(const char* what, const std::source_location& where) {
@@ -968,7 +970,7 @@ void launch(const LaunchConfig& cfg, const char* kernel, const char* file, unsig
   const unsigned checks = requested_checks();
   if (checks && !program_is_instrumented()) explain_unchecked_build();
   const bool checked = checks && program_is_instrumented();
-  if (checked) check::launch_begin(kernel, file, line, cfg.grid, cfg.block, ranges, n_ranges);
+  if (checked) check::launch_begin(cfg.grid, cfg.block, ranges, n_ranges);
   static Pool& pool = *new Pool;  // never destroyed: its threads wait on it until the process ends
   pool.run(job);
   if (checked) check::launch_end();

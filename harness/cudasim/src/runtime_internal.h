@@ -63,6 +63,9 @@ void install_crash_handlers();
 /// Gives the calling OS thread an alternate signal stack, so that a stack overflow can be reported.
 void ensure_signal_stack();
 
+/// spin_yield() for code whose caller's address (`pc`, for the livelock diagnostic) is known.
+void spin_yield_at(const char* why, const void* pc);
+
 /// Whether [p, p+n) is host memory registered with cudaHostRegister (usable by kernels).
 bool host_registered(const void* p, size_t n);
 

@@ -212,6 +212,14 @@ __global__ void recurse(int n, int* out) {
   out[threadIdx.x] = depth(n, &sink);
 }
 
+// Lane 0 waits for a flag that no thread sets.
+__global__ void wait_forever(int* flag) {
+  if (threadIdx.x == 0) {
+    while (atomicAdd(flag, 0) == 0) {
+    }
+  }
+}
+
 // ---- the tests -----------------------------------------------------------------------------------
 
 namespace {
@@ -635,13 +643,15 @@ TEST_F(Checker, MappedHostMemoryIsUsableByKernels) {
 }
 
 TEST_F(Checked, HostCodeDereferencesADevicePointer) {
+  const int line = __LINE__ + 3;
   auto run = [&] {
     float* d = zeros(16);
     d[3] = 1.f;
   };
   EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
-              "host code at .*checker_test.cu:640.*dereferenced a device pointer: byte 12 of the 64-byte buffer "
-              "allocated at .*checker_test.cu:[0-9]+.*copy it with cudaMemcpy");
+              "host code at .*checker_test.cu:" + std::to_string(line) +
+                  ".*dereferenced a device pointer: byte 12 of the 64-byte buffer allocated at .*checker_test.cu:[0-9]+.*"
+                  "copy it with cudaMemcpy");
 }
 
 TEST_F(Checked, MisalignedFloat4Load) {
@@ -711,4 +721,18 @@ TEST_F(Checker, MemcpyToSymbolPastItsEndIsRefused) {
   EXPECT_EQ(download(out, 4), std::vector<float>(4, 9.f)) << "the next variable was overwritten";
   CHECK(cudaMemcpyToSymbol(coeffs, eight, 4 * sizeof(float)));  // what fits is fine
   CHECK(cudaMemcpyToSymbol(coeffs, eight, 2 * sizeof(float), 2 * sizeof(float)));
+}
+
+// -- spin-waits
+
+TEST_F(Checker, SpinWaitWithoutProgressIsALivelock) {
+  int* flag;
+  CHECK(cudaMalloc(&flag, sizeof(int)));
+  CHECK(cudaMemset(flag, 0, sizeof(int)));
+  setenv("CUDASIM_SPIN_TIMEOUT", "1", 1);  // the death test's process reads it
+  auto run = [&] { wait_forever<<<1, 32>>>(flag); cudaDeviceSynchronize(); };
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
+              "kernel 'wait_forever'.*thread \\(0,0,0\\): spin-wait without progress for [0-9]+ s \\(repeated "
+              "atomics on one address at .*checker_test.cu:218.*The condition it waits for is never set");
+  unsetenv("CUDASIM_SPIN_TIMEOUT");
 }
