@@ -12,12 +12,20 @@ function(_clockwork_register_test test_name target labels timeout)
     SKIP_REGULAR_EXPRESSION "${CLOCKWORK_SKIP_REGEX}")
 endfunction()
 
+# The checked variant of a kernel test runs with every check on and warp by warp, last warp and
+# last lane first: an order in which a missing barrier or __syncwarp() shows as a wrong answer
+# even where the checker cannot see it (see handouts/running-without-a-gpu.md).
+set(CLOCKWORK_CHECK_ENVIRONMENT "CUDASIM_CHECK=all;CUDASIM_ORDER=warps-reverse")
+
 # clockwork_add_kernel_test(<name> SOURCES <.cu/.cpp>... [KERNEL_LIBS <base>...] [LIBS <lib>...]
 #                           [LABELS <label>...] [TIMEOUT <s>])
-#   Builds the test twice: <name>_sim for the CPU backend (ctest name <name>.sim, label sim) and,
-#   when nvcc is available, <name>_cuda (ctest name <name>.cuda, label cuda), which reports itself
-#   skipped when no CUDA device is present. KERNEL_LIBS names kernel libraries made by
-#   clockwork_add_kernel_library; the matching backend's variant is linked.
+#   Builds the test for each backend: <name>_sim for the CPU backend (ctest name <name>.sim, label
+#   sim); with CLOCKWORK_CUDASIM_CHECK, <name>_check, the same test with its .cu files and kernel
+#   libraries built for checking (ctest name <name>.check, labels check and the test's own, run
+#   with CLOCKWORK_CHECK_ENVIRONMENT; not for tests labelled slow or llama3-8b, which run
+#   minutes); and, when nvcc is available, <name>_cuda (ctest name <name>.cuda, label cuda), which
+#   reports itself skipped when no CUDA device is present. KERNEL_LIBS names kernel libraries made
+#   by clockwork_add_kernel_library; the matching variant is linked.
 #   Tests written as .cu files (they define kernels of their own) are compiled once per backend.
 #   Tests that only call launchers are .cpp files: they are compiled once, into an object library
 #   shared by both binaries, which matters when they include libtorch.
@@ -47,6 +55,17 @@ function(clockwork_add_kernel_test name)
   endforeach()
   _clockwork_register_test(${name}.sim ${name}_sim "sim;${T_LABELS}" ${T_TIMEOUT})
 
+  if(CLOCKWORK_CUDASIM_CHECK AND NOT "slow" IN_LIST T_LABELS AND NOT "llama3-8b" IN_LIST T_LABELS)
+    cudasim_add_executable(${name}_check CHECKED ${sim_sources})
+    target_include_directories(${name}_check PRIVATE ${PROJECT_SOURCE_DIR})
+    target_link_libraries(${name}_check PRIVATE clockwork_test_main GTest::gtest ${T_LIBS})
+    foreach(lib IN LISTS T_KERNEL_LIBS)
+      target_link_libraries(${name}_check PRIVATE ${lib}_check)
+    endforeach()
+    _clockwork_register_test(${name}.check ${name}_check "check;${T_LABELS}" ${T_TIMEOUT})
+    set_tests_properties(${name}.check PROPERTIES ENVIRONMENT "${CLOCKWORK_CHECK_ENVIRONMENT}")
+  endif()
+
   if(CLOCKWORK_HAVE_NVCC)
     add_executable(${name}_cuda ${cuda_sources})
     target_include_directories(${name}_cuda PRIVATE ${PROJECT_SOURCE_DIR})
@@ -59,10 +78,15 @@ function(clockwork_add_kernel_test name)
 endfunction()
 
 # clockwork_add_kernel_library(<name> <.cu/.cpp>...)
-#   <name>_sim (CPU backend) and, with nvcc, <name>_cuda, from the same sources.
+#   <name>_sim (CPU backend), with CLOCKWORK_CUDASIM_CHECK <name>_check (the same built for
+#   checking) and, with nvcc, <name>_cuda, from the same sources.
 function(clockwork_add_kernel_library name)
   cudasim_add_library(${name}_sim ${ARGN})
   target_include_directories(${name}_sim PUBLIC ${PROJECT_SOURCE_DIR})
+  if(CLOCKWORK_CUDASIM_CHECK)
+    cudasim_add_library(${name}_check CHECKED ${ARGN})
+    target_include_directories(${name}_check PUBLIC ${PROJECT_SOURCE_DIR})
+  endif()
   if(CLOCKWORK_HAVE_NVCC)
     add_library(${name}_cuda STATIC ${ARGN})
     target_include_directories(${name}_cuda PUBLIC ${PROJECT_SOURCE_DIR})

@@ -4,6 +4,13 @@
 # calls into the cudasim runtime; line numbers are kept with #line) and the result is compiled by
 # the host C++ compiler with cudasim/cudasim.h force-included. Plain .cpp sources are compiled as
 # they are. Editing one .cu re-runs the rewrite and the compile of that file only.
+#
+# Checked builds (CHECKED): the rewritten .cu files are compiled a second time with GCC's
+# thread-sanitizer instrumentation, which calls the cudasim runtime before every memory access;
+# the runtime's checker (harness/cudasim/src/check.cpp) then finds races, out-of-bounds accesses
+# and reads of uninitialised memory when the program runs with CUDASIM_CHECK set. libtsan is not
+# linked: the runtime defines the functions the instrumentation calls. Only .cu files are
+# instrumented; .cpp files (tests, host code) are the same objects as in the normal build.
 
 set(CUDASIM_INCLUDE_DIR ${PROJECT_SOURCE_DIR}/harness/cudasim/include)
 
@@ -12,10 +19,49 @@ set(CUDASIM_INCLUDE_DIR ${PROJECT_SOURCE_DIR}/harness/cudasim/include)
 include(CheckCXXCompilerFlag)
 check_cxx_compiler_flag(-ftrivial-auto-var-init=pattern CUDASIM_HAVE_AUTO_VAR_INIT)
 
-# cudasim_target_sources(<target> <files>...)
-#   Adds sources to <target> for the CPU backend: .cu files through the rewriter, others as is.
+# The instrumentation of checked builds: every access (volatile ones told apart, so that a spin on
+# a volatile flag can yield), no calls at function entry and exit, and at least line tables, so
+# that reports name source lines.
+set(CUDASIM_CHECK_FLAGS -fsanitize=thread --param=tsan-distinguish-volatile=1
+                        --param=tsan-instrument-func-entry-exit=0 -Wno-tsan)
+string(TOUPPER "${CMAKE_BUILD_TYPE}" _cudasim_config)
+if(NOT "${CMAKE_CXX_FLAGS} ${CMAKE_CXX_FLAGS_${_cudasim_config}}" MATCHES "(^| )-g")
+  list(APPEND CUDASIM_CHECK_FLAGS -g1)
+endif()
+
+# Whether the compiler can compile for checking (GCC's flags; compiled, never linked with libtsan).
+if(NOT DEFINED CUDASIM_CAN_CHECK)
+  set(_probe ${CMAKE_BINARY_DIR}/CMakeFiles/cudasim-check-probe)
+  file(WRITE ${_probe}/probe.cpp "int f(int* p) { return __atomic_fetch_add(p, 1, 0) + p[1]; }\n")
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} ${CUDASIM_CHECK_FLAGS} -c ${_probe}/probe.cpp -o ${_probe}/probe.o
+                  RESULT_VARIABLE _rc OUTPUT_QUIET ERROR_QUIET)
+  if(_rc EQUAL 0)
+    set(CUDASIM_CAN_CHECK ON CACHE INTERNAL "")
+  else()
+    set(CUDASIM_CAN_CHECK OFF CACHE INTERNAL "")
+  endif()
+endif()
+
+option(CLOCKWORK_CUDASIM_CHECK
+       "Also build every CPU-backend kernel test for checking (<test>_check, ctest <test>.check: races, bounds, initialisation)"
+       ON)
+if(CLOCKWORK_CUDASIM_CHECK AND NOT CUDASIM_CAN_CHECK)
+  message(STATUS "cudasim: ${CMAKE_CXX_COMPILER_ID} cannot compile for checking (GCC's -fsanitize=thread "
+                 "parameters); the <test>.check variants are not built")
+  set(CLOCKWORK_CUDASIM_CHECK OFF)
+endif()
+
+# cudasim_target_sources(<target> [CHECKED] <files>...)
+#   Adds sources to <target> for the CPU backend: .cu files through the rewriter (instrumented for
+#   checking with CHECKED), others as is.
 function(cudasim_target_sources target)
-  foreach(src IN LISTS ARGN)
+  set(checked OFF)
+  set(files ${ARGN})
+  if(files AND "${ARGV1}" STREQUAL "CHECKED")
+    set(checked ON)
+    list(REMOVE_AT files 0)
+  endif()
+  foreach(src IN LISTS files)
     if(src MATCHES "^\\$<")  # generator expression, e.g. $<TARGET_OBJECTS:...>
       target_sources(${target} PRIVATE "${src}")
       continue()
@@ -27,31 +73,42 @@ function(cudasim_target_sources target)
       continue()
     endif()
     file(RELATIVE_PATH rel "${PROJECT_SOURCE_DIR}" "${abs}")
-    set(out "${PROJECT_BINARY_DIR}/cudasim-gen/${rel}.cpp")
     get_filename_component(src_dir "${abs}" DIRECTORY)
-    add_custom_command(
-      OUTPUT "${out}"
-      COMMAND cudasim-rewrite "${abs}" "${out}"
-      DEPENDS cudasim-rewrite "${abs}"
-      COMMENT "cudasim: rewriting ${rel}"
-      VERBATIM)
     set(opts -include cudasim/cudasim.h -iquote "${src_dir}")
     if(CUDASIM_HAVE_AUTO_VAR_INIT)
       list(APPEND opts -ftrivial-auto-var-init=pattern)
     endif()
-    set_source_files_properties("${out}" PROPERTIES COMPILE_OPTIONS "${opts}")
+    # The checked copy is a file of its own, so that only it gets the instrumentation flags.
+    if(checked)
+      set(out "${PROJECT_BINARY_DIR}/cudasim-gen/${rel}.check.cpp")
+      list(APPEND opts ${CUDASIM_CHECK_FLAGS})
+    else()
+      set(out "${PROJECT_BINARY_DIR}/cudasim-gen/${rel}.cpp")
+    endif()
+    # One rule per generated file, whichever targets of the folder use it.
+    get_property(done DIRECTORY PROPERTY CUDASIM_GENERATED)
+    if(NOT out IN_LIST done)
+      add_custom_command(
+        OUTPUT "${out}"
+        COMMAND cudasim-rewrite "${abs}" "${out}"
+        DEPENDS cudasim-rewrite "${abs}"
+        COMMENT "cudasim: rewriting ${rel}"
+        VERBATIM)
+      set_property(DIRECTORY APPEND PROPERTY CUDASIM_GENERATED "${out}")
+      set_source_files_properties("${out}" PROPERTIES COMPILE_OPTIONS "${opts}")
+    endif()
     target_sources(${target} PRIVATE "${out}")
   endforeach()
   target_link_libraries(${target} PRIVATE cudasim::runtime)
 endfunction()
 
-# cudasim_add_executable(<name> <files>...)
+# cudasim_add_executable(<name> [CHECKED] <files>...)
 function(cudasim_add_executable name)
   add_executable(${name})
   cudasim_target_sources(${name} ${ARGN})
 endfunction()
 
-# cudasim_add_library(<name> <files>...)  (static; consumers also get the cudasim runtime)
+# cudasim_add_library(<name> [CHECKED] <files>...)  (static; consumers also get the cudasim runtime)
 function(cudasim_add_library name)
   add_library(${name} STATIC)
   cudasim_target_sources(${name} ${ARGN})

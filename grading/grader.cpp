@@ -156,6 +156,32 @@ struct GraderError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// ---- the checked run (CPU backend) ---------------------------------------------------------------
+// On the CPU backend a rubric test runs twice: as <binary>.sim, and as <binary>.check, the same
+// tests built for checking, which ctest runs with CUDASIM_CHECK=all in warp-by-warp reverse order
+// (cmake/ClockworkTesting.cmake). A kernel with a race, an out-of-bounds access or a read of
+// memory nothing wrote, or one that is right only in the default thread order, passes the first
+// and fails the second, as it would fail on a GPU. The test earns its points only when both pass.
+
+// The ctest name of the checked variant of a rubric test's binary ("" when not on the CPU backend).
+std::string checked_test_name(const std::string& binary, const std::string& backend) {
+  return backend == "sim" ? binary + ".check" : "";
+}
+
+// The verdict of a rubric test from its normal and its checked run.
+TestOutcome with_checked_run(TestOutcome normal, const TestOutcome& checked) {
+  if (!normal.passed) return normal;  // the first failure is the one to fix
+  if (checked.passed) return normal;
+  TestOutcome o;
+  o.passed = false;
+  o.output = "These tests pass as they are, but not when the CPU backend checks every memory access and runs "
+             "the threads in another order (warp by warp, last first), which is what a GPU may do. On a GPU "
+             "this kernel would give wrong results, or fail now and then. The checked run says:\n\n" +
+             checked.output;
+  o.figures = normal.figures;
+  return o;
+}
+
 }  // namespace
 
 std::string SubmissionPlan::describe() const {
@@ -500,7 +526,7 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
 
   // Each rubric test's binary: the ctest test of that name for this backend (kernel tests), or
   // of exactly that name (host tests).
-  std::vector<std::string> test_of(p.rubric.tests.size());
+  std::vector<std::string> test_of(p.rubric.tests.size()), checked_test_of(p.rubric.tests.size());
   std::vector<std::string> targets;
   std::set<std::string> missing_binaries;
   for (size_t i = 0; i < p.rubric.tests.size(); ++i) {
@@ -513,6 +539,12 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
       break;
     }
     if (test_of[i].empty()) missing_binaries.insert(t.binary);
+    const std::string checked = checked_test_name(t.binary, p.backend);
+    if (!checked.empty() && std::any_of(ctests.begin(), ctests.end(), [&](const handout::CtestTest& c) { return c.name == checked; })) {
+      checked_test_of[i] = checked;
+      const std::string target = t.binary + "_check";  // the program of <binary>.check
+      if (std::find(targets.begin(), targets.end(), target) == targets.end()) targets.push_back(target);
+    }
   }
   if (!missing_binaries.empty()) {
     std::vector<std::string> names(missing_binaries.begin(), missing_binaries.end());
@@ -541,45 +573,59 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
   // Listed again: ctest gives the command of a test only once its program exists.
   const std::vector<handout::CtestTest> built = handout::list_ctest_tests(opt.ctest, p.build_dir);
   std::vector<const handout::CtestTest*> binary_of(p.rubric.tests.size(), nullptr);
+  std::vector<const handout::CtestTest*> checked_binary_of(p.rubric.tests.size(), nullptr);
   for (size_t i = 0; i < p.rubric.tests.size(); ++i) {
     auto it = std::find_if(built.begin(), built.end(),
                            [&](const handout::CtestTest& c) { return c.name == test_of[i] && !c.command.empty(); });
     if (it != built.end()) binary_of[i] = &*it;
+    auto ct = std::find_if(built.begin(), built.end(), [&](const handout::CtestTest& c) {
+      return !checked_test_of[i].empty() && c.name == checked_test_of[i] && !c.command.empty();
+    });
+    if (ct != built.end()) checked_binary_of[i] = &*ct;
   }
 
   // One run per rubric test, so that a crash or a hang costs that test only. Runs go side by side
   // (one per CPU, or --jobs): each is its own process group with its own report and time limit.
-  auto run_one = [&](size_t i) {
+  // `suffix` tells the reports of a test's checked run from those of its normal run.
+  auto run_test = [&](size_t i, const handout::CtestTest* c, const std::string& suffix) {
     const RubricTest& t = p.rubric.tests[i];
-    const handout::CtestTest* c = binary_of[i];
-    if (!c) {
-      outcomes[i] = not_run("The framework has no test program '" + t.binary +
-                            "' for this backend: the rubric and the framework disagree. Please tell the course staff.");
-      return;
-    }
-    const fs::path report = p.reports_dir / (std::to_string(i) + ".json");
+    const fs::path report = p.reports_dir / (std::to_string(i) + suffix + ".json");
     handout::RunOptions r;
     r.argv = c->command;
     r.argv.push_back("--gtest_filter=" + t.filter);
     r.argv.push_back("--gtest_output=json:" + report.string());
     r.cwd = c->working_directory.empty() ? p.build_dir : c->working_directory;
+    // The grader's own environment must not steer the tests (the test's own does: a checked run
+    // sets CUDASIM_CHECK and CUDASIM_ORDER).
+    for (const char* v : {"GTEST_FILTER", "GTEST_OUTPUT", "GTEST_REPEAT", "GTEST_SHUFFLE", "GTEST_BREAK_ON_FAILURE",
+                          "GTEST_ALSO_RUN_DISABLED_TESTS", "CLOCKWORK_HIDDEN_SEED", "CUDASIM_CHECK", "CUDASIM_ORDER"}) {
+      r.env[v] = std::nullopt;
+    }
     for (const std::string& e : c->environment) {
       const size_t eq = e.find('=');
       if (eq != std::string::npos) r.env[e.substr(0, eq)] = e.substr(eq + 1);
     }
-    // The grader's own environment must not steer the tests.
-    for (const char* v : {"GTEST_FILTER", "GTEST_OUTPUT", "GTEST_REPEAT", "GTEST_SHUFFLE", "GTEST_BREAK_ON_FAILURE",
-                          "GTEST_ALSO_RUN_DISABLED_TESTS", "CLOCKWORK_HIDDEN_SEED"}) {
-      r.env[v] = std::nullopt;
-    }
     r.env["CLOCKWORK_SEED"] = t.hidden ? std::optional<std::string>(p.seed) : std::nullopt;
     r.timeout_s = t.timeout_s > 0 && opt.timeout_s <= 0 ? t.timeout_s : p.rubric.timeout_s;
-    r.output_file = p.reports_dir / (std::to_string(i) + ".log");
+    r.output_file = p.reports_dir / (std::to_string(i) + suffix + ".log");
     r.max_output = 64 * 1024;
     r.max_file_bytes = kMaxTestOutputFile;
     const handout::RunResult run = handout::run_process(r);
-    outcomes[i] = judge_run(t, run, handout::read_gtest_report(report));
-    outcomes[i].output = p.clean(outcomes[i].output);
+    TestOutcome o = judge_run(t, run, handout::read_gtest_report(report));
+    o.output = p.clean(o.output);
+    return o;
+  };
+  auto run_one = [&](size_t i) {
+    const RubricTest& t = p.rubric.tests[i];
+    if (!binary_of[i]) {
+      outcomes[i] = not_run("The framework has no test program '" + t.binary +
+                            "' for this backend: the rubric and the framework disagree. Please tell the course staff.");
+      return;
+    }
+    outcomes[i] = run_test(i, binary_of[i], "");
+    if (outcomes[i].passed && checked_binary_of[i]) {
+      outcomes[i] = with_checked_run(outcomes[i], run_test(i, checked_binary_of[i], ".check"));
+    }
   };
   {
     const size_t jobs = opt.jobs > 0 ? static_cast<size_t>(opt.jobs) : std::max(1u, std::thread::hardware_concurrency());

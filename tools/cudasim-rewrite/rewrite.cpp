@@ -6,13 +6,15 @@
 //
 //   K<<<grid, block[, smem[, stream]]>>>(args)
 //     -> ::cudasim::launcher(::cudasim::config(grid, block, ...), "K",
-//                            [&](auto&&... a) { K(a...); })(args)
+//                            [&](auto... a) { K(a...); })(args)
 //        (the kernel is called inside a generic lambda, so template arguments are still deduced
-//        from the call arguments, exactly as nvcc does)
+//        from the call arguments, exactly as nvcc does; it takes them by value, as a kernel does,
+//        so that every simulated thread works on copies on its own stack)
 //   extern __shared__ __align__(16) T name[];   (function scope)
-//     -> T* const name = reinterpret_cast<T*>(::cudasim::dynamic_shared());
+//     -> T* const name = ::cudasim::dynamic_shared<T>("name");
 //   __shared__ T name[N][M];                     (function scope)
-//     -> T (&name)[N][M] = ::cudasim::shared_var<T [N][M], ID, ALIGN>();
+//     -> T (&name)[N][M] = ::cudasim::shared_var<T [N][M], ID, ALIGN>("name");
+//   (the name is for the checker's messages: "element 17 of __shared__ array 'name'")
 //   the same two at namespace scope become object-like macros, since a namespace-scope variable
 //   cannot refer to the memory of whichever block is running.
 //
@@ -321,7 +323,7 @@ class Rewriter {
     for (char c : kernel) name += (c == '"' || c == '\\') ? '_' : c;
     edits_.push_back({toks_[close].begin, toks_[close].end,
                       std::string("), \"") + name + "\", " + (at_ns_scope ? "[]" : "[&]") +
-                          "(auto&&... cudasim_args_) { " + kernel + "(cudasim_args_...); })"});
+                          "(auto... cudasim_args_) { " + kernel + "(cudasim_args_...); })"});
     return true;
   }
 
@@ -377,7 +379,7 @@ class Rewriter {
     std::string repl;
     if (is_extern) {
       const std::string& nm = text(decls.front().front());
-      std::string ptr = "reinterpret_cast<" + ty + "*>(::cudasim::dynamic_shared())";
+      std::string ptr = "::cudasim::dynamic_shared<" + ty + ">(\"" + nm + "\")";
       if (at_ns_scope) {
         repl = "\n#define " + nm + " (" + ptr + ")\n#line " + std::to_string(toks_[semi].line) +
                " \"" + escaped(path_) + "\"\n";
@@ -388,7 +390,7 @@ class Rewriter {
       for (const auto& d : decls) {
         std::string bounds = d.size() > 1 ? joined(d[1], d.back()) : "";
         repl += "\n#define " + text(d.front()) + " (::cudasim::shared_var<" + ty + " " + bounds + ", " +
-                std::to_string(next_id_++) + ", " + align + ">())";
+                std::to_string(next_id_++) + ", " + align + ">(\"" + text(d.front()) + "\"))";
       }
       repl += "\n#line " + std::to_string(toks_[semi].line) + " \"" + escaped(path_) + "\"\n";
     } else {
@@ -398,7 +400,7 @@ class Rewriter {
         std::string bounds = d.size() > 1 ? joined(d[1], d.back()) : "";
         repl += (i ? ", " : "") + std::string("(&") + text(d.front()) + ")" + bounds +
                 " = ::cudasim::shared_var<" + ty + " " + bounds + ", " + std::to_string(next_id_++) +
-                ", " + align + ">()";
+                ", " + align + ">(\"" + text(d.front()) + "\")";
       }
       repl += ";" + newlines(toks_[first].begin, toks_[semi].end);
     }

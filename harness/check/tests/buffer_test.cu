@@ -140,11 +140,29 @@ TEST(DeviceBuffer, CorrectKernelPassesEveryCheck) {
   EXPECT_TRUE(clockwork::matches_reference(y, doubled(xv), kExact));
 }
 
+// The CPU backend's checked build stops the kernel at the first write outside the buffer, naming
+// it; the guard bands are what other builds have.
+bool checked_build() {
+#ifdef __CUDASIM__
+  return cudasim::checking();
+#else
+  return false;
+#endif
+}
+
 TEST(DeviceBuffer, CatchesOneElementPastTheEnd) {
   const int rows = 4, cols = 16, n = rows * cols;
   const auto xv = clockwork::random_normal(n, clockwork::test_seed(3));
   DeviceBuffer<float> x("x", {n}), y("y", {rows, cols});
   x.upload(xv);
+  if (checked_build()) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    auto run = [&] { kernel_double_off_by_one<<<blocks_for(n + 1), kThreads>>>(x.data(), y.data(), n); };
+    EXPECT_EXIT(run(), ::testing::ExitedWithCode(70),
+                "kernel 'kernel_double_off_by_one'.*thread \\(64,0,0\\): out-of-bounds write .*buffer_test.cu:40.*"
+                "element 64 of buffer 'y' \\[4 x 16\\].*1 element past its end");
+    return;
+  }
   kernel_double_off_by_one<<<blocks_for(n + 1), kThreads>>>(x.data(), y.data(), n);
   CUDA_CHECK(cudaGetLastError());
   EXPECT_EQ(y.check_guards(),
@@ -166,6 +184,14 @@ TEST(DeviceBuffer, CatchesOneElementBeforeTheStart) {
   const auto xv = clockwork::random_normal(n, clockwork::test_seed(4));
   DeviceBuffer<float> x("x", {n}), y("k", {n});
   x.upload(xv);
+  if (checked_build()) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    auto run = [&] { kernel_shifted_left<<<blocks_for(n), kThreads>>>(x.data(), y.data(), n); };
+    EXPECT_EXIT(run(), ::testing::ExitedWithCode(70),
+                "kernel 'kernel_shifted_left'.*thread \\(0,0,0\\): out-of-bounds write .*buffer_test.cu:46.*"
+                "element -1 of buffer 'k' \\[50\\].*1 element before its start");
+    return;
+  }
   kernel_shifted_left<<<blocks_for(n), kThreads>>>(x.data(), y.data(), n);
   CUDA_CHECK(cudaGetLastError());
   EXPECT_EQ(

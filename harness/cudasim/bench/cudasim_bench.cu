@@ -1,13 +1,22 @@
 // cudasim-bench: what the CPU backend costs. Prints the time of one thread switch at a barrier,
-// the fixed cost of a launch, a 16x16-tiled 256^3 matmul and a 1024-thread block reduction, on
-// one OS thread (CUDASIM_THREADS=1) and on all of them. Figures are CPU times, not GPU estimates.
+// the fixed cost of a launch, 16x16-tiled 256^3 and 512^3 matmuls and a 1024-thread block
+// reduction, on one OS thread (CUDASIM_THREADS=1) and on all of them, then the cost of checking:
+// the same 512^3 matmul in this program built for checking (cudasim-bench-check, next to this
+// one) with CUDASIM_CHECK=all. Figures are CPU times, not GPU estimates.
+//
+//   cudasim-bench                 the table
+//   cudasim-bench --matmul-512    one line: the 512^3 matmul's median time in ms (what the table
+//                                 runs the checked build with)
 #include <cuda_runtime.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
@@ -86,7 +95,51 @@ void use_threads(const char* n) {
 #endif
 }
 
-int main() {
+// Median CPU time of the 16x16-tiled 512^3 matmul on one OS thread, in ms.
+double matmul_512_ms() {
+  const int m = 512;
+  std::vector<float> a(m * m, 0.5f), b(m * m, 0.25f);
+  float *da, *db, *dc;
+  cudaMalloc(&da, m * m * 4);
+  cudaMalloc(&db, m * m * 4);
+  cudaMalloc(&dc, m * m * 4);
+  cudaMemcpy(da, a.data(), m * m * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(db, b.data(), m * m * 4, cudaMemcpyHostToDevice);
+  use_threads("1");
+  auto f = [&] { matmul_tiled<<<dim3(m / T, m / T), dim3(T, T)>>>(da, db, dc, m); };
+  f();
+  const double ms = median_ms(3, true, f);
+  std::vector<float> c(m * m);
+  cudaMemcpy(c.data(), dc, m * m * 4, cudaMemcpyDeviceToHost);
+  cudaFree(da);
+  cudaFree(db);
+  cudaFree(dc);
+  return c[0] == 0.5f * 0.25f * m && c[m * m - 1] == c[0] ? ms : -1.0;
+}
+
+// The checked build of this program, next to it: its 512^3 matmul time, or a negative number.
+double checked_matmul_512_ms() {
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) return -1;
+  self[len] = '\0';
+  std::string dir = self;
+  dir = dir.substr(0, dir.rfind('/') + 1);
+  const std::string cmd = "CUDASIM_CHECK=all CUDASIM_THREADS=1 '" + dir + "cudasim-bench-check' --matmul-512 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  double ms = -1;
+  if (std::fscanf(p, "%lf", &ms) != 1) ms = -1;
+  pclose(p);
+  return ms;
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--matmul-512") == 0) {
+    const double ms = matmul_512_ms();
+    std::printf("%.2f\n", ms);
+    return ms < 0;
+  }
   const int n = 256;
   std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f);
   float *da, *db, *dc, *dout;
@@ -131,7 +184,20 @@ int main() {
   cudaMemcpy(c.data(), dc, n * n * 4, cudaMemcpyDeviceToHost);
   float red = 0;
   cudaMemcpy(&red, dout, 4, cudaMemcpyDeviceToHost);
-  const bool ok = c[0] == 0.5f * 0.25f * n && c[n * n - 1] == c[0] && red == 0.5f * n * n;
+  bool ok = c[0] == 0.5f * 0.25f * n && c[n * n - 1] == c[0] && red == 0.5f * n * n;
+  const double plain = matmul_512_ms();
+  ok = ok && plain > 0;
+  std::printf("%-44s %9.2f %-2s\n", "16x16 tiled matmul 512^3", plain, "ms");
+#ifdef __CUDASIM__
+  // The cost of checking: the same kernel in the build that checks every access.
+  const double checked = checked_matmul_512_ms();
+  if (checked > 0) {
+    std::printf("%-44s %9.2f %-2s %12s %10s\n", "  the same, checked (CUDASIM_CHECK=all)", checked, "ms", "", "");
+    std::printf("%-44s %9.2f x  %12s %10s\n", "  cost of checking", checked / plain, "", "<= 3 x");
+  } else {
+    std::printf("  (no checked figures: cudasim-bench-check is not built next to this program)\n");
+  }
+#endif
   std::printf("results %s\n", ok ? "correct" : "WRONG");
   return ok ? 0 : 1;
 }

@@ -76,4 +76,40 @@ if(NOT rc EQUAL 0)
 endif()
 execute_process(COMMAND ${WORK}/twice RESULT_VARIABLE rc OUTPUT_VARIABLE out)
 expect("separate compilation" ${rc} "${out}" "^2 16")
-message("cudasim-cc: 4 checks passed")
+# 5. --check: a program built for checking names a race with both lines; built without, asking
+#    for checks says how to get them.
+file(WRITE ${WORK}/race.cu
+"#include <cuda_runtime.h>
+#include <cstdio>
+__global__ void broadcast(float* out) {
+  __shared__ float value;
+  if (threadIdx.x == 0) value = 42.f;
+  out[threadIdx.x] = value;
+}
+int main() {
+  float* d;
+  cudaMalloc(&d, 64 * sizeof(float));
+  broadcast<<<1, 64>>>(d);
+  cudaDeviceSynchronize();
+  std::printf(\"done\\n\");
+  return 0;
+}
+")
+execute_process(COMMAND ${CC} --check ${WORK}/race.cu -o ${WORK}/race-checked RESULT_VARIABLE rc ERROR_VARIABLE out)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "cudasim-cc --check failed:\n${out}")
+endif()
+execute_process(COMMAND ${WORK}/race-checked RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+message("${out}")
+if(NOT rc EQUAL 70)
+  message(FATAL_ERROR "expected exit status 70 from the race in the checked build, got '${rc}'")
+endif()
+expect("--check" ${rc} "${out}" "kernel 'broadcast'.*shared-memory race .* on __shared__ variable 'value'.*race.cu:[56].*race.cu:[56]")
+execute_process(COMMAND ${CC} ${WORK}/race.cu -o ${WORK}/race RESULT_VARIABLE rc ERROR_VARIABLE out)
+execute_process(COMMAND ${CMAKE_COMMAND} -E env CUDASIM_CHECK=all ${WORK}/race RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE out)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "the unchecked build failed (exit ${rc}):\n${out}")
+endif()
+expect("unchecked build" ${rc} "${out}" "built without checking.*cudasim-cc --check")
+message("cudasim-cc: 5 checks passed")

@@ -1,16 +1,24 @@
 // Kernel execution on the CPU: blocks on a pool of OS threads, the threads of a block as fibers.
 //
 // A block runs on one OS thread. Each of its CUDA threads is a Boost.Context fiber that runs
-// until it reaches a barrier (or exits) and then hands control straight to the next runnable
-// fiber; when none is left, control returns to this file's block scheduler, which decides which
-// barriers can be released, or reports a divergent barrier or a deadlock. Fibers and their stacks
-// belong to the OS thread and are reused by every block and launch it runs.
+// until it has to wait (a barrier it is the last to reach releases the others instead) and then
+// hands control straight to the next runnable fiber; when none is left, control returns to this
+// file's block scheduler, which opens a __syncthreads() everyone has reached, or reports a
+// divergent barrier or a deadlock. A warp-synchronous call (__syncwarp, a shuffle or a vote) is
+// released as soon as the lanes it names have arrived, whatever the rest of the block does, as
+// on a GPU. Fibers and their stacks belong to the OS thread and are reused by every block and
+// launch it runs.
+//
+// The order in which runnable threads take turns is a setting (CUDASIM_ORDER): forward, reverse,
+// shuffled, or warp by warp. A correct kernel computes the same result in every order.
 #include <boost/context/fiber.hpp>
 #include <boost/context/stack_context.hpp>
 
+#include <signal.h>
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -21,17 +29,17 @@
 #include <thread>
 #include <vector>
 
+#include "check.h"
 #include "cudasim/cudasim.h"
 #include "runtime_internal.h"
+#include "symbolize.h"
 
 namespace cudasim::detail {
 namespace {
 
 namespace bc = boost::context;
 
-constexpr unsigned kMaxThreadsPerBlock = 1024;
-
-enum class Order { Forward, Reverse, Shuffle };
+enum class Order { Forward, Reverse, Shuffle, Warps, WarpsReverse };
 
 struct Options {
   unsigned threads = 1;
@@ -39,6 +47,9 @@ struct Options {
   uint64_t seed = 0;
   size_t stack_bytes = 256 * 1024;
   bool poison = true;
+  unsigned checks = 0;        // CheckKind mask asked for by CUDASIM_CHECK
+  bool checks_given = false;  // CUDASIM_CHECK is set (a checked program checks everything otherwise)
+  double spin_timeout_s = 20;  // a spin-wait without progress for this long is a livelock
 };
 
 unsigned long env_number(const char* name, unsigned long fallback, unsigned long lo, unsigned long hi) {
@@ -53,25 +64,57 @@ unsigned long env_number(const char* name, unsigned long fallback, unsigned long
   return n;
 }
 
+unsigned parse_checks(const char* v) {
+  unsigned checks = 0;
+  std::string s = v, item;
+  std::stringstream in(s);
+  while (std::getline(in, item, ',')) {
+    if (item == "all" || item == "1") {
+      checks |= kCheckRace | kCheckBounds | kCheckInit;
+    } else if (item == "race" || item == "racecheck") {
+      checks |= kCheckRace;
+    } else if (item == "bounds" || item == "memcheck") {
+      checks |= kCheckBounds;
+    } else if (item == "init" || item == "initcheck") {
+      checks |= kCheckInit;
+    } else if (item == "none" || item == "0" || item.empty()) {
+    } else {
+      std::fprintf(stderr, "cudasim: CUDASIM_CHECK=%s: expected a list of race, bounds, init, or all/none\n", v);
+      std::exit(2);
+    }
+  }
+  return checks;
+}
+
 Options read_options() {
   Options o;
   unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   o.threads = static_cast<unsigned>(env_number("CUDASIM_THREADS", hw, 1, 1024));
   o.stack_bytes = env_number("CUDASIM_STACK_KB", 256, 16, 65536) * 1024;
   o.poison = env_number("CUDASIM_POISON", 1, 0, 1) != 0;
+  o.spin_timeout_s = static_cast<double>(env_number("CUDASIM_SPIN_TIMEOUT", 20, 1, 86400));
   if (const char* v = std::getenv("CUDASIM_ORDER"); v && *v) {
     std::string s = v;
     if (s == "forward") {
       o.order = Order::Forward;
     } else if (s == "reverse") {
       o.order = Order::Reverse;
+    } else if (s == "warps") {
+      o.order = Order::Warps;
+    } else if (s == "warps-reverse") {
+      o.order = Order::WarpsReverse;
     } else if (s.rfind("shuffle", 0) == 0 && (s.size() == 7 || s[7] == ':')) {
       o.order = Order::Shuffle;
       if (s.size() > 8) o.seed = std::strtoull(s.c_str() + 8, nullptr, 10);
     } else {
-      std::fprintf(stderr, "cudasim: CUDASIM_ORDER=%s: expected forward, reverse or shuffle[:seed]\n", v);
+      std::fprintf(stderr,
+                   "cudasim: CUDASIM_ORDER=%s: expected forward, reverse, warps, warps-reverse or shuffle[:seed]\n", v);
       std::exit(2);
     }
+  }
+  if (const char* v = std::getenv("CUDASIM_CHECK"); v && *v) {
+    o.checks = parse_checks(v);
+    o.checks_given = true;
   }
   return o;
 }
@@ -82,13 +125,28 @@ Options& current_options() {
 }
 const Options& options() { return current_options(); }
 
+// Says once per process why CUDASIM_CHECK has no effect in a program built without checking.
+void explain_unchecked_build() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::fprintf(stderr,
+                 "cudasim: CUDASIM_CHECK=%s is set, but this program was built without checking, so no "
+                 "race, bounds or initialisation check runs.\n"
+                 "  Build it with checking: `cudasim-cc --check ...`, or in the CMake build run the "
+                 "<test>_check binary (ctest's <test>.check entries; option CLOCKWORK_CUDASIM_CHECK=ON).\n",
+                 check_names(requested_checks()).c_str());
+  });
+}
+
 // Fiber stacks: mmap'd with a guard page below, like boost's protected_fixedsize_stack, but each
 // one starts at a different offset inside its top 64 KiB. Stacks of equal size would otherwise
 // all begin at the same cache set, and the threads of a block, which run one after the other,
-// would evict each other's stack frames at every switch.
+// would evict each other's stack frames at every switch. The usable range is recorded, for the
+// checker (accesses to the own stack are private) and for reporting a stack overflow.
 class ColoredStack {
  public:
-  ColoredStack(size_t size, unsigned index) : size_(size), offset_((index * 17u % 1024u) * 64u) {}
+  ColoredStack(size_t size, unsigned index, StackRange* out)
+      : size_(size), offset_((index * 17u % 1024u) * 64u), out_(out) {}
 
   bc::stack_context allocate() {
     const size_t page = 4096, total = size_ + offset_ + page;
@@ -98,6 +156,8 @@ class ColoredStack {
     bc::stack_context sc;
     sc.size = size_;
     sc.sp = static_cast<char*>(base) + total - offset_;
+    out_->lo = reinterpret_cast<uintptr_t>(base) + page;
+    out_->hi = reinterpret_cast<uintptr_t>(sc.sp);
     return sc;
   }
   void deallocate(bc::stack_context& sc) noexcept {
@@ -107,6 +167,7 @@ class ColoredStack {
 
  private:
   size_t size_, offset_;
+  StackRange* out_;
 };
 
 struct Job {
@@ -121,29 +182,55 @@ struct Job {
   std::atomic<uint64_t> next{0};
 };
 
+// Shared memory of one OS thread: the static arena and the dynamic region, each followed by an
+// inaccessible page, so that running past the end of dynamic shared memory faults.
+constexpr size_t kPage = 4096;
+constexpr size_t kSharedRegionBytes = (kMaxSharedBytes + kPage - 1) / kPage * kPage;
+
+// Blocks that finished anywhere: a thread spinning on something another block will do is not
+// stuck while this moves.
+std::atomic<uint64_t> g_blocks_finished{0};
+
 // Everything one OS thread needs to run blocks. Never freed: fibers still suspended in their
 // loop would otherwise be unwound at process exit, which buys nothing.
 struct Worker {
   std::vector<Lane> lanes = std::vector<Lane>(kMaxThreadsPerBlock);
   std::vector<bc::fiber> fibers;
+  std::vector<StackRange> stacks = std::vector<StackRange>(kMaxThreadsPerBlock);
   bc::fiber scheduler;            // this OS thread's own stack, while a block runs
   bc::fiber* resumer = nullptr;   // where the context that resumes someone is to be stored
   Block block{};
-  std::vector<uint64_t> snapshot = std::vector<uint64_t>(kMaxThreadsPerBlock);
-  std::vector<unsigned> vote = std::vector<unsigned>(kMaxThreadsPerBlock);
-  std::vector<unsigned> participants = std::vector<unsigned>(kMaxThreadsPerBlock);
-  std::vector<unsigned> order;
+  // Runnable threads are taken from `order` at `pos`; lanes released or yielding in the middle
+  // of a pass are added at either end, as the order setting says.
+  std::vector<unsigned> base_order, order;
   size_t pos = 0;
+  bool order_changed = false;  // `order` is no longer the base order (lanes were queued)
+  Order order_kind = Order::Forward;
   std::mt19937_64 rng;
-  unsigned char* dynamic = nullptr;  // dynamic shared memory, kMaxSharedBytes
-  unsigned char* arena = nullptr;    // static __shared__ variables, kMaxSharedBytes
+  // Per warp: lanes waiting in a warp-synchronous call, lanes that have exited.
+  std::vector<unsigned> warp_waiting = std::vector<unsigned>(kMaxThreadsPerBlock / 32);
+  std::vector<unsigned> warp_done = std::vector<unsigned>(kMaxThreadsPerBlock / 32);
+  unsigned char* shared_window = nullptr;  // [arena | guard | dynamic | guard]
+  unsigned char* arena = nullptr;          // static __shared__ variables
+  unsigned char* dynamic_end = nullptr;    // dynamic shared memory ends here, at a guard page
   size_t arena_used = 0;
+  size_t declared_shared = 0;  // bytes of the block's __shared__ variables, as a GPU counts them
   const Job* job = nullptr;
+  bool checked = false;  // the running launch is checked
+  // Checked builds look up `__shared__` declarations by key (see shared_slot).
+  std::vector<std::pair<const void*, void*>> shared_slots;
   // Kept up to date as threads stop, so the end of a pass costs O(1) in the common case.
   unsigned n_done = 0, n_at_barrier = 0, n_at_warp = 0;
   const Lane* barrier_first = nullptr;  // first thread at the pending block barrier
   bool barrier_divergent = false;       // some thread waits at another barrier call site
   int barrier_count = 0;                // predicates of __syncthreads_count/and/or
+  int barrier_result = 0;               // of the last released barrier
+  // Spin-waits: per thread the address of its last atomic and how many in a row went there ...
+  std::vector<const void*> spin_addr = std::vector<const void*>(kMaxThreadsPerBlock);
+  std::vector<unsigned> spin_repeats = std::vector<unsigned>(kMaxThreadsPerBlock);
+  // ... and the yields since a thread of the block last made progress.
+  uint64_t progress = 0, spin_progress_seen = 0, spins = 0, spin_finished_seen = 0;
+  std::chrono::steady_clock::time_point spin_since;
 };
 
 inline thread_local Worker* tl_worker = nullptr;
@@ -151,12 +238,17 @@ inline thread_local Worker* tl_worker = nullptr;
 Worker& this_worker() {
   if (!tl_worker) {
     auto* w = new Worker;
-    w->dynamic = static_cast<unsigned char*>(std::aligned_alloc(1024, kMaxSharedBytes));
-    w->arena = static_cast<unsigned char*>(std::aligned_alloc(1024, kMaxSharedBytes));
-    w->block.lanes = w->lanes.data();
-    w->block.snapshot = w->snapshot.data();
-    w->block.vote = w->vote.data();
-    w->block.participants = w->participants.data();
+    const size_t total = kPage + kSharedRegionBytes + kPage + kSharedRegionBytes + kPage;
+    void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    auto* base = static_cast<unsigned char*>(p);
+    mprotect(base, kPage, PROT_NONE);
+    mprotect(base + kPage + kSharedRegionBytes, kPage, PROT_NONE);
+    mprotect(base + 2 * kPage + 2 * kSharedRegionBytes, kPage, PROT_NONE);
+    w->shared_window = base;
+    w->arena = base + kPage;
+    w->dynamic_end = base + 2 * kPage + 2 * kSharedRegionBytes;
+    ensure_signal_stack();
     tl_worker = w;
   }
   return *tl_worker;
@@ -207,21 +299,78 @@ std::string kernel_str(const Worker& w) {
   tl_lane = &w.lanes[self];
 }
 
-bc::fiber make_fiber(unsigned index) {
-  return bc::fiber(std::allocator_arg, ColoredStack(options().stack_bytes, index),
+// Adds lane k to be run after everything queued, or before it.
+void queue_back(Worker& w, unsigned k) {
+  if (w.pos > 4096 && w.pos * 2 > w.order.size()) {  // drop what has been consumed
+    w.order.erase(w.order.begin(), w.order.begin() + static_cast<std::ptrdiff_t>(w.pos));
+    w.pos = 0;
+  }
+  w.order.push_back(k);
+  w.order_changed = true;
+}
+void queue_front(Worker& w, unsigned k) {
+  if (w.pos > 0) {
+    w.order[--w.pos] = k;
+  } else {
+    w.order.insert(w.order.begin(), k);
+  }
+  w.order_changed = true;
+}
+
+// Queues the lanes of `released` (a mask in the warp at `base`) other than `self` to run, as the
+// order setting says: warp by warp runs them next, the others after what is already queued.
+void queue_released(Worker& w, unsigned base, unsigned released, unsigned self) {
+  released &= ~(self >= base && self < base + 32 ? 1u << (self - base) : 0u);
+  if (!released) return;
+  switch (w.order_kind) {
+    case Order::Forward:
+      for (unsigned m = released; m; m &= m - 1) queue_back(w, base + static_cast<unsigned>(__builtin_ctz(m)));
+      break;
+    case Order::Reverse:
+      for (unsigned m = released; m; m &= ~(1u << (31 - __builtin_clz(m))))
+        queue_back(w, base + 31u - static_cast<unsigned>(__builtin_clz(m)));
+      break;
+    case Order::Shuffle: {
+      unsigned ks[32], n = 0;
+      for (unsigned m = released; m; m &= m - 1) ks[n++] = base + static_cast<unsigned>(__builtin_ctz(m));
+      std::shuffle(ks, ks + n, w.rng);
+      for (unsigned i = 0; i < n; ++i) queue_back(w, ks[i]);
+      break;
+    }
+    case Order::Warps:  // lowest lane first: push the highest first
+      for (unsigned m = released; m; m &= ~(1u << (31 - __builtin_clz(m))))
+        queue_front(w, base + 31u - static_cast<unsigned>(__builtin_clz(m)));
+      break;
+    case Order::WarpsReverse:
+      for (unsigned m = released; m; m &= m - 1) queue_front(w, base + static_cast<unsigned>(__builtin_ctz(m)));
+      break;
+  }
+}
+
+void lane_done(Worker& w, unsigned index) {
+  w.lanes[index].state = LaneState::Done;
+  w.warp_done[index >> 5] |= 1u << (index & 31u);
+  ++w.n_done;
+  ++w.progress;
+}
+
+bc::fiber make_fiber(Worker& w, unsigned index) {
+  return bc::fiber(std::allocator_arg, ColoredStack(options().stack_bytes, index, &w.stacks[index]),
                    [index](bc::fiber&& from) -> bc::fiber {
                      Worker& w = *tl_worker;
                      *w.resumer = std::move(from);
                      tl_lane = &w.lanes[index];
                      for (;;) {
+                       check::tl_checked = w.checked ? check::this_thread_state() : nullptr;
                        try {
                          w.job->body(w.job->ctx);
                        } catch (const std::exception& e) {
+                         check::tl_checked = nullptr;
                          fatal(kernel_str(w) + ", " + thread_str(w.lanes[index]) +
                                ": uncaught exception: " + e.what());
                        }
-                       w.lanes[index].state = LaneState::Done;
-                       ++w.n_done;
+                       check::tl_checked = nullptr;
+                       lane_done(w, index);
                        suspend(w, index);  // resumed again by the next block or launch
                      }
                    });
@@ -229,91 +378,154 @@ bc::fiber make_fiber(unsigned index) {
 
 // ---- the block scheduler -------------------------------------------------------------------------
 
-void make_order(Worker& w, unsigned n) {
-  w.order.resize(n);
-  for (unsigned i = 0; i < n; ++i) w.order[i] = i;
-  if (options().order == Order::Reverse) std::reverse(w.order.begin(), w.order.end());
-  if (options().order == Order::Shuffle) std::shuffle(w.order.begin(), w.order.end(), w.rng);
+void make_base_order(Worker& w, unsigned n) {
+  w.base_order.resize(n);
+  for (unsigned i = 0; i < n; ++i) w.base_order[i] = i;
+  if (w.order_kind == Order::Reverse || w.order_kind == Order::WarpsReverse) {
+    std::reverse(w.base_order.begin(), w.base_order.end());
+  }
+  if (w.order_kind == Order::Shuffle) std::shuffle(w.base_order.begin(), w.base_order.end(), w.rng);
 }
 
 bool same_site(const Lane& a, const Lane& b) {
   return a.line == b.line && a.what == b.what && (a.file == b.file || std::strcmp(a.file, b.file) == 0);
 }
 
-// Releases every group of lanes whose warp sync is complete. Returns whether any was released.
-bool release_warps(Worker& w, unsigned n) {
-  bool released = false;
-  for (unsigned base = 0; base < n; base += 32) {
-    const unsigned width = std::min(32u, n - base);
-    const unsigned exist = width == 32 ? ~0u : (1u << width) - 1u;
-    unsigned waiting = 0, exited = 0;
-    for (unsigned i = 0; i < width; ++i) {
-      if (w.lanes[base + i].state == LaneState::AtWarpSync) waiting |= 1u << i;
-      if (w.lanes[base + i].state == LaneState::Done) exited |= 1u << i;
+[[noreturn]] void report_exited_lane(Worker& w, const Lane& l, unsigned base, unsigned gone) {
+  std::ostringstream m;
+  m << kernel_str(w) << ", " << thread_str(l) << ": " << site_str(l) << " uses mask 0x" << std::hex << l.mask
+    << std::dec << ", which names lane " << gone << " (" << thread_str(w.lanes[base + gone])
+    << "), but that thread has already exited.\n  Every lane named in the mask must reach the same "
+       "call; on a GPU this hangs or returns garbage. Build the mask from the lanes that are still "
+       "active, e.g. __ballot_sync(0xffffffff, i < n) before the loop.";
+  fatal(m.str());
+}
+
+// What a warp-synchronous call returns to lane `l`, whose group `group` was released together.
+uint64_t warp_result(const Worker& w, const Lane& l, unsigned base, unsigned width, unsigned group, unsigned ready) {
+  auto each = [&](auto f) {
+    for (unsigned m = group; m; m &= m - 1) f(w.lanes[base + static_cast<unsigned>(__builtin_ctz(m))]);
+  };
+  switch (l.op) {
+    case WarpOp::SyncWarp:
+      return 0;
+    case WarpOp::Shuffle:
+      return (group >> l.src & 1u) ? w.lanes[base + l.src].value : ~0ull;
+    case WarpOp::Ballot:
+    case WarpOp::Any:
+    case WarpOp::All: {
+      unsigned ballot = 0;
+      each([&](const Lane& o) { ballot |= o.pred ? 1u << (o.linear - base) : 0u; });
+      return l.op == WarpOp::Ballot ? ballot : l.op == WarpOp::Any ? (ballot != 0) : (ballot == group);
     }
-    if (!waiting) continue;
-    for (unsigned i = 0; i < width; ++i) {
-      const Lane& l = w.lanes[base + i];
-      if (!(waiting >> i & 1u) || !(l.mask & exited)) continue;
-      unsigned gone = static_cast<unsigned>(__builtin_ctz(l.mask & exited));
-      std::ostringstream m;
-      m << kernel_str(w) << ", " << thread_str(l) << ": " << site_str(l) << " uses mask 0x" << std::hex
-        << l.mask << std::dec << ", which names lane " << gone << " (" << thread_str(w.lanes[base + gone])
-        << "), but that thread has already exited.\n  Every lane named in the mask must reach the same "
-           "call; on a GPU this hangs or returns garbage. Build the mask from the lanes that are still "
-           "active, e.g. __ballot_sync(0xffffffff, i < n) before the loop.";
-      fatal(m.str());
-    }
-    // A lane may go once every lane its mask names is waiting too, and those may go as well.
-    unsigned ready = 0;
-    for (unsigned i = 0; i < width; ++i)
-      if ((waiting >> i & 1u) && ((w.lanes[base + i].mask & exist) & ~waiting) == 0) ready |= 1u << i;
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (unsigned i = 0; i < width; ++i)
-        if ((ready >> i & 1u) && ((w.lanes[base + i].mask & exist) & ~ready)) {
-          ready &= ~(1u << i);
-          changed = true;
-        }
-    }
-    if (!ready) continue;
-    for (unsigned i = 0; i < width; ++i) {
-      if (!(ready >> i & 1u)) continue;
-      const Lane& a = w.lanes[base + i];
-      if (a.op == WarpOp::SyncWarp) continue;
+    case WarpOp::ActiveMask: {  // the lanes stopped at this same call site
+      unsigned converged = 0;
       for (unsigned j = 0; j < width; ++j) {
-        const Lane& b = w.lanes[base + j];
-        if (!((a.mask & exist) >> j & 1u) || same_site(a, b)) continue;
-        fatal(kernel_str(w) + ": lanes of one warp meet at different warp-synchronous calls:\n  " +
-              thread_str(a) + " is at " + site_str(a) + "\n  " + thread_str(b) + " is at " + site_str(b) +
-              "\n  Every lane named in the mask must execute the same shuffle or vote.");
+        const Lane& o = w.lanes[base + j];
+        if ((ready >> j & 1u) && o.op == WarpOp::ActiveMask && same_site(l, o)) converged |= 1u << j;
+      }
+      return converged;
+    }
+    case WarpOp::ReduceAdd: {
+      uint32_t s = 0;
+      each([&](const Lane& o) { s += static_cast<uint32_t>(o.value); });
+      return s;
+    }
+    case WarpOp::ReduceMin:
+    case WarpOp::ReduceMax: {
+      int32_t r = static_cast<int32_t>(l.value);
+      each([&](const Lane& o) {
+        const int32_t v = static_cast<int32_t>(o.value);
+        r = l.op == WarpOp::ReduceMin ? std::min(r, v) : std::max(r, v);
+      });
+      return static_cast<uint32_t>(r);
+    }
+    case WarpOp::ReduceUMin:
+    case WarpOp::ReduceUMax: {
+      uint32_t r = static_cast<uint32_t>(l.value);
+      each([&](const Lane& o) {
+        const uint32_t v = static_cast<uint32_t>(o.value);
+        r = l.op == WarpOp::ReduceUMin ? std::min(r, v) : std::max(r, v);
+      });
+      return r;
+    }
+    case WarpOp::ReduceAnd:
+    case WarpOp::ReduceOr:
+    case WarpOp::ReduceXor: {
+      uint32_t r = l.op == WarpOp::ReduceAnd ? ~0u : 0u;
+      each([&](const Lane& o) {
+        const uint32_t v = static_cast<uint32_t>(o.value);
+        r = l.op == WarpOp::ReduceAnd ? (r & v) : l.op == WarpOp::ReduceOr ? (r | v) : (r ^ v);
+      });
+      return r;
+    }
+    case WarpOp::MatchAny:
+    case WarpOp::MatchAll: {
+      unsigned same = 0;
+      each([&](const Lane& o) { same |= o.value == l.value ? 1u << (o.linear - base) : 0u; });
+      return l.op == WarpOp::MatchAny ? same : (same == group ? group : 0u);
+    }
+  }
+  return 0;
+}
+
+// Releases the groups of warp `wi` whose lanes have all arrived. `__activemask` waits until the
+// whole block has stopped (`end_of_pass`). Returns the lanes released.
+unsigned release_warp(Worker& w, unsigned wi, unsigned n, bool end_of_pass) {
+  const unsigned base = wi * 32, width = std::min(32u, n - base);
+  const unsigned exist = width == 32 ? ~0u : (1u << width) - 1u;
+  const unsigned waiting = w.warp_waiting[wi], exited = w.warp_done[wi];
+  if (!waiting) return 0;
+  for (unsigned m = waiting; m; m &= m - 1) {
+    const Lane& l = w.lanes[base + static_cast<unsigned>(__builtin_ctz(m))];
+    if (l.mask & exited) report_exited_lane(w, l, base, static_cast<unsigned>(__builtin_ctz(l.mask & exited)));
+  }
+  // A lane may go once every lane its mask names is waiting too, and those may go as well.
+  unsigned ready = 0;
+  for (unsigned m = waiting; m; m &= m - 1) {
+    const unsigned i = static_cast<unsigned>(__builtin_ctz(m));
+    const Lane& l = w.lanes[base + i];
+    if (l.op == WarpOp::ActiveMask && !end_of_pass) continue;
+    if (((l.mask & exist) & ~waiting) == 0) ready |= 1u << i;
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (unsigned m = ready; m; m &= m - 1) {
+      const unsigned i = static_cast<unsigned>(__builtin_ctz(m));
+      if ((w.lanes[base + i].mask & exist) & ~ready) {
+        ready &= ~(1u << i);
+        changed = true;
       }
     }
-    for (unsigned i = 0; i < width; ++i)
-      if (ready >> i & 1u) w.snapshot[base + i] = w.lanes[base + i].value;
-    for (unsigned i = 0; i < width; ++i) {
-      if (!(ready >> i & 1u)) continue;
-      Lane& l = w.lanes[base + i];
-      const unsigned group = l.mask & exist;
-      unsigned ballot = 0;
-      for (unsigned j = 0; j < width; ++j)
-        if ((group >> j & 1u) && w.lanes[base + j].pred) ballot |= 1u << j;
-      w.participants[base + i] = group;
-      unsigned converged = 0;  // for __activemask: lanes stopped at the same call site
-      if (l.op == WarpOp::ActiveMask)
-        for (unsigned j = 0; j < width; ++j)
-          if ((ready >> j & 1u) && w.lanes[base + j].op == WarpOp::ActiveMask && same_site(l, w.lanes[base + j]))
-            converged |= 1u << j;
-      w.vote[base + i] = l.op == WarpOp::ActiveMask ? converged
-                         : l.op == WarpOp::Ballot ? ballot
-                         : l.op == WarpOp::Any  ? (ballot != 0)
-                         : l.op == WarpOp::All  ? (ballot == group)
-                                                : 0;
-      l.state = LaneState::Ready;
-      --w.n_at_warp;
-    }
-    released = true;
   }
+  if (!ready) return 0;
+  for (unsigned m = ready; m; m &= m - 1) {
+    const Lane& a = w.lanes[base + static_cast<unsigned>(__builtin_ctz(m))];
+    if (a.op == WarpOp::SyncWarp) continue;
+    for (unsigned g = a.mask & exist; g; g &= g - 1) {
+      const Lane& b = w.lanes[base + static_cast<unsigned>(__builtin_ctz(g))];
+      if (same_site(a, b)) continue;
+      fatal(kernel_str(w) + ": lanes of one warp meet at different warp-synchronous calls:\n  " + thread_str(a) +
+            " is at " + site_str(a) + "\n  " + thread_str(b) + " is at " + site_str(b) +
+            "\n  Every lane named in the mask must execute the same shuffle or vote.");
+    }
+  }
+  for (unsigned m = ready; m; m &= m - 1) {
+    Lane& l = w.lanes[base + static_cast<unsigned>(__builtin_ctz(m))];
+    l.result = warp_result(w, l, base, width, l.mask & exist, ready);
+  }
+  if (w.checked) check::warp_released(w.lanes.data(), base, width, ready);
+  for (unsigned m = ready; m; m &= m - 1) w.lanes[base + static_cast<unsigned>(__builtin_ctz(m))].state = LaneState::Ready;
+  w.warp_waiting[wi] &= ~ready;
+  w.n_at_warp -= static_cast<unsigned>(__builtin_popcount(ready));
+  ++w.progress;
+  return ready;
+}
+
+// End of a pass: whatever warp-synchronous call can now be released (`__activemask`).
+bool release_warps(Worker& w, unsigned n) {
+  bool released = false;
+  for (unsigned wi = 0; wi * 32 < n; ++wi) released |= release_warp(w, wi, n, true) != 0;
   return released;
 }
 
@@ -359,14 +571,20 @@ void run_block(Worker& w, const Job& job, uint64_t k) {
   b.grid = g;
   b.nthreads = n;
   ++b.generation;
-  b.dynamic_smem = w.dynamic;
+  // Dynamic shared memory ends at a guard page, so that running past its end faults.
+  const size_t dyn = (job.cfg.dynamic_smem + 127) / 128 * 128;
+  b.dynamic_smem = w.dynamic_end - dyn;
   b.dynamic_bytes = job.cfg.dynamic_smem;
   w.arena_used = 0;
+  w.declared_shared = 0;
+  w.shared_slots.clear();
   w.job = &job;
-  if (options().poison) std::memset(w.dynamic, 0xff, job.cfg.dynamic_smem);
-  if (options().order == Order::Shuffle) w.rng.seed(options().seed * 0x9e3779b97f4a7c15ull ^ (job.launch_index << 32) ^ k);
+  w.checked = check::g_launch_checked;
+  w.order_kind = options().order;
+  if (options().poison) std::memset(b.dynamic_smem, 0xff, dyn);
+  if (w.order_kind == Order::Shuffle) w.rng.seed(options().seed * 0x9e3779b97f4a7c15ull ^ (job.launch_index << 32) ^ k);
 
-  while (w.fibers.size() < n) w.fibers.push_back(make_fiber(static_cast<unsigned>(w.fibers.size())));
+  while (w.fibers.size() < n) w.fibers.push_back(make_fiber(w, static_cast<unsigned>(w.fibers.size())));
   for (unsigned i = 0; i < n; ++i) {
     Lane& l = w.lanes[i];
     l = Lane{};
@@ -375,37 +593,53 @@ void run_block(Worker& w, const Job& job, uint64_t k) {
     l.state = LaneState::Ready;
     l.file = "";
     l.what = "";
+    w.spin_addr[i] = nullptr;
+    w.spin_repeats[i] = 0;
   }
+  std::fill(w.warp_waiting.begin(), w.warp_waiting.begin() + (n + 31) / 32, 0u);
+  std::fill(w.warp_done.begin(), w.warp_done.begin() + (n + 31) / 32, 0u);
   w.n_done = w.n_at_barrier = w.n_at_warp = 0;
   w.barrier_first = nullptr;
   w.barrier_divergent = false;
   w.barrier_count = 0;
-  make_order(w, n);
+  w.spins = 0;
+  make_base_order(w, n);
   tl_block = &b;
-  for (;;) {
-    if (options().order == Order::Shuffle) make_order(w, n);
+  if (w.checked) {
+    check::block_begin({w.lanes.data(), n, k, w.stacks.data(), w.arena, kSharedRegionBytes, b.dynamic_smem,
+                        b.dynamic_bytes});
+  }
+  for (bool first = true;; first = false) {
+    if (w.order_kind == Order::Shuffle && !first) make_base_order(w, n);
+    if (w.order_changed || w.order_kind == Order::Shuffle || first) {
+      w.order = w.base_order;
+      w.order_changed = false;
+    }
     w.pos = 0;
-    unsigned first;
-    if (next_ready(w, first)) {
-      tl_lane = &w.lanes[first];
-      jump(w, w.fibers[first], &w.scheduler);
+    unsigned next;
+    if (next_ready(w, next)) {
+      tl_lane = &w.lanes[next];
+      jump(w, w.fibers[next], &w.scheduler);
       tl_lane = nullptr;
     }
     if (w.n_done == n) break;
     if (w.n_at_warp && release_warps(w, n)) continue;
     if (w.n_at_barrier && w.n_at_barrier + w.n_done == n && !w.barrier_divergent) {
       // PTX bar.sync: exited threads do not hold a block barrier back.
-      b.barrier_result = w.barrier_count;
+      w.barrier_result = w.barrier_count;
       for (unsigned i = 0; i < n; ++i)
         if (w.lanes[i].state == LaneState::AtBlockBarrier) w.lanes[i].state = LaneState::Ready;
       w.n_at_barrier = 0;
       w.barrier_first = nullptr;
       w.barrier_count = 0;
+      if (w.checked) check::barrier_released();
       continue;
     }
     report_stuck(w, n);
   }
+  if (w.checked) check::block_end();
   tl_block = nullptr;
+  g_blocks_finished.fetch_add(1, std::memory_order_relaxed);
 }
 
 void run_blocks(Job& job) {
@@ -461,19 +695,52 @@ class Pool {
   unsigned threads_ = 0, busy_ = 0;
 };
 
+// A thread that keeps yielding while nothing else happens in its block, or anywhere, for the
+// spin timeout is in a livelock: stop with a diagnostic instead of hanging.
+void note_spin(Worker& w, const char* why, const void* pc) {
+  const uint64_t finished = g_blocks_finished.load(std::memory_order_relaxed);
+  if (w.progress != w.spin_progress_seen || finished != w.spin_finished_seen || w.spins == 0) {
+    w.spin_progress_seen = w.progress;
+    w.spin_finished_seen = finished;
+    w.spins = 1;
+    w.spin_since = std::chrono::steady_clock::now();
+    return;
+  }
+  if (++w.spins % 4096 != 0) return;
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - w.spin_since).count();
+  if (waited < options().spin_timeout_s) return;
+  std::ostringstream m;
+  m << kernel_str(w) << ", " << thread_str(*tl_lane) << ": spin-wait without progress for "
+    << static_cast<long>(waited) << " s (" << why << " at " << describe_code_address(pc) << ").\n"
+    << "  No thread of the block reached a barrier or finished meanwhile, and no other block finished.";
+  unsigned shown = 0;
+  for (unsigned i = 0; i < w.block.nthreads && shown < 6; ++i) {
+    const Lane& l = w.lanes[i];
+    if (l.state == LaneState::Done || &l == tl_lane) continue;
+    ++shown;
+    m << "\n  " << thread_str(l) << (l.state == LaneState::Ready ? " is runnable (spinning too?)" : " waits in " + site_str(l));
+  }
+  m << "\n  The condition it waits for is never set. If another block is to set it, note that CUDA does not "
+       "promise that all blocks of a grid run at the same time (here they run a few at a time, "
+       "CUDASIM_THREADS); on a GPU this hangs too.";
+  fatal(m.str());
+}
+
 }  // namespace
 
 // ---- entry points used by cudasim.h -------------------------------------------------------------
 
-void block_barrier(int pred, const char* what, const char* file, unsigned line) {
+int block_barrier(int pred, const char* what, const std::source_location& where) {
+  check::RuntimeCode runtime;
   Lane& l = *tl_lane;
   Worker& w = *tl_worker;
   l.state = LaneState::AtBlockBarrier;
   l.pred = pred;
   l.what = what;
-  l.file = file;
-  l.line = line;
+  l.file = where.file_name();
+  l.line = where.line();
   ++w.n_at_barrier;
+  ++w.progress;
   w.barrier_count += pred;
   if (!w.barrier_first) {
     w.barrier_first = &l;
@@ -481,62 +748,213 @@ void block_barrier(int pred, const char* what, const char* file, unsigned line) 
     w.barrier_divergent = true;
   }
   suspend(w, l.linear);
+  return w.barrier_result;
 }
 
-void warp_sync(WarpOp op, unsigned mask, int pred, uint64_t value, const char* what, const char* file,
-               unsigned line) {
+uint64_t warp_sync(WarpOp op, unsigned mask, int pred, uint64_t value, unsigned src, const char* what,
+                   const std::source_location& where) {
+  check::RuntimeCode runtime;
+  const char* file = where.file_name();
+  const unsigned line = where.line();
   Lane& l = *tl_lane;
   Worker& w = *tl_worker;
-  if (!(mask >> (l.linear & 31u) & 1u)) {
+  const unsigned me = l.linear, wi = me >> 5, bit = 1u << (me & 31u);
+  if (!(mask & bit)) {
     std::ostringstream m;
     m << kernel_str(w) << ", " << thread_str(l) << ": " << what << " at " << file << ":" << line
       << " is called with mask 0x" << std::hex << mask << std::dec << ", which does not include the calling lane "
-      << (l.linear & 31u) << ".\n  The mask must name every lane that makes the call, the caller included.";
+      << (me & 31u) << ".\n  The mask must name every lane that makes the call, the caller included.";
     fatal(m.str());
   }
   l.state = LaneState::AtWarpSync;
-  ++w.n_at_warp;
   l.op = op;
   l.mask = mask;
   l.pred = pred;
   l.value = value;
+  l.src = static_cast<uint8_t>(src);
   l.what = what;
   l.file = file;
   l.line = line;
-  suspend(w, l.linear);
+  ++w.n_at_warp;
+  ++w.progress;
+  w.warp_waiting[wi] |= bit;
+  if (mask & w.warp_done[wi]) report_exited_lane(w, l, wi * 32, static_cast<unsigned>(__builtin_ctz(mask & w.warp_done[wi])));
+  // The last lane of a group to arrive releases it and goes on; the others run as the order says.
+  const unsigned n = w.block.nthreads, width = std::min(32u, n - wi * 32);
+  const unsigned exist = width == 32 ? ~0u : (1u << width) - 1u;
+  if (op != WarpOp::ActiveMask && ((mask & exist) & ~w.warp_waiting[wi]) == 0) {
+    const unsigned released = release_warp(w, wi, n, false);
+    if (released & bit) {
+      queue_released(w, wi * 32, released, me);
+      return l.result;
+    }
+    if (released) queue_released(w, wi * 32, released, me);
+  }
+  suspend(w, me);
+  return l.result;
 }
 
-void* shared_alloc(size_t bytes, size_t align, const char* file, unsigned line) {
+void* shared_alloc(size_t bytes, size_t align, size_t elem_bytes, const char* name, const std::source_location& where) {
   Worker& w = *tl_worker;
-  size_t at = (w.arena_used + align - 1) / align * align;
-  if (at + bytes > kMaxStaticSharedBytes) {
-    fatal(kernel_str(w) + ": the __shared__ variables of this kernel need " + std::to_string(at + bytes) +
+  const char* file = where.file_name();
+  const unsigned line = where.line();
+  // The limit counts the variables' own bytes (with alignment), as a GPU does.
+  w.declared_shared = (w.declared_shared + align - 1) / align * align + bytes;
+  if (w.declared_shared > kMaxStaticSharedBytes) {
+    fatal(kernel_str(w) + ": the __shared__ variables of this kernel need " + std::to_string(w.declared_shared) +
           " bytes (the one at " + file + ":" + std::to_string(line) + " brings it over), more than the " +
           std::to_string(kMaxStaticSharedBytes) + " bytes a block may declare statically. Use dynamic "
           "shared memory (extern __shared__) and cudaFuncSetAttribute for more.");
   }
+  // A checked launch leaves a red zone before every variable: one element past another
+  // variable's end is then no variable at all, and the checker can say so.
+  const size_t red = w.checked ? check::kSharedRedZone : 0;
+  const size_t at = (w.arena_used + red + align - 1) / align * align;
+  if (at + bytes + red > kSharedRegionBytes) {
+    fatal(kernel_str(w) + ": too many __shared__ variables to separate them for checking (the one at " + file +
+          ":" + std::to_string(line) + ")");
+  }
   w.arena_used = at + bytes;
   if (options().poison) std::memset(w.arena + at, 0xff, bytes);
+  if (w.checked) check::shared_variable(w.arena + at, bytes, elem_bytes, name, file, line);
   return w.arena + at;
+}
+
+void* shared_slot(const void* key, size_t bytes, size_t align, size_t elem_bytes, const char* name,
+                  const std::source_location& where) {
+  check::RuntimeCode runtime;
+  Worker& w = *tl_worker;
+  for (const auto& [k, p] : w.shared_slots) {
+    if (k == key) return p;
+  }
+  void* p = shared_alloc(bytes, align, elem_bytes, name, where);
+  w.shared_slots.emplace_back(key, p);
+  return p;
+}
+
+void* dynamic_shared_named(const char* name, size_t elem_bytes) {
+  check::RuntimeCode runtime;
+  Worker& w = *tl_worker;
+  if (w.checked) check::dynamic_shared_named(name, elem_bytes);
+  return w.block.dynamic_smem;
+}
+
+void spin_yield(const char* why) { spin_yield_at(why, __builtin_return_address(0)); }
+
+void spin_yield_at(const char* why, const void* pc) {
+  check::RuntimeCode runtime;
+  Lane* l = tl_lane;
+  if (!l || !tl_worker) return;  // host code
+  Worker& w = *tl_worker;
+  note_spin(w, why, pc);
+  const unsigned me = l->linear;
+  queue_back(w, me);
+  unsigned next;
+  if (!next_ready(w, next) || next == me) return;
+  tl_lane = &w.lanes[next];
+  jump(w, w.fibers[next], &w.fibers[me]);
+  tl_lane = &w.lanes[me];
+}
+
+void note_atomic(const void* p) {
+  Lane* l = tl_lane;
+  Worker* w = tl_worker;
+  if (!l || !w) return;  // host code
+  const unsigned me = l->linear;
+  if (w->spin_addr[me] != p) {
+    w->spin_addr[me] = p;
+    w->spin_repeats[me] = 0;
+  } else if (++w->spin_repeats[me] >= 3) {
+    spin_yield_at("repeated atomics on one address", __builtin_return_address(0));
+  }
+}
+
+void thread_fence() {
+  check::RuntimeCode runtime;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!tl_lane || !tl_worker) return;
+  if (tl_worker->checked) check::fence();
+  spin_yield_at("__threadfence", __builtin_return_address(0));
+}
+
+void trap(const char* what, const std::source_location& where) {
+  check::RuntimeCode runtime;
+  const char* file = where.file_name();
+  const unsigned line = where.line();
+  if (tl_lane && tl_worker) {
+    fatal(kernel_str(*tl_worker) + ", " + thread_str(*tl_lane) + ": " + what + " at " + file + ":" +
+          std::to_string(line) + " stopped the kernel (on a GPU: an unspecified launch failure).");
+  }
+  fatal(std::string(what) + " called in host code at " + file + ":" + std::to_string(line));
 }
 
 unsigned simulated_multiprocessors() { return options().threads; }
 
 bool poison_enabled() { return options().poison; }
 
+unsigned requested_checks() {
+  if (options().checks_given) return options().checks;
+  return program_is_instrumented() ? kCheckRace | kCheckBounds | kCheckInit : 0;
+}
+
+std::string check_names(unsigned checks) {
+  std::string s;
+  for (auto [bit, name] : {std::pair{kCheckRace, "race"}, {kCheckBounds, "bounds"}, {kCheckInit, "init"}}) {
+    if (checks & bit) s += (s.empty() ? "" : ",") + std::string(name);
+  }
+  return s.empty() ? "none" : s;
+}
+
+std::string running_kernel_description(bool with_thread) {
+  Worker* w = tl_worker;
+  if (!w || !tl_block || !w->job) return "";
+  std::string s = kernel_str(*w);
+  if (with_thread && tl_lane) s += ", " + thread_str(*tl_lane);
+  return s;
+}
+
+std::string describe_worker_address(uintptr_t addr) {
+  Worker* w = tl_worker;
+  if (!w) return "";
+  for (unsigned i = 0; i < w->fibers.size(); ++i) {
+    const StackRange& s = w->stacks[i];
+    if (addr < s.lo && addr + 4096 >= s.lo) {
+      return "stack overflow of the simulated " + thread_str(w->lanes[i]) + ": its stack is " +
+             std::to_string(options().stack_bytes / 1024) +
+             " KiB (CUDASIM_STACK_KB); a large local array or deep recursion needs more. On a GPU this is a "
+             "local-memory overflow.";
+    }
+  }
+  const auto a = reinterpret_cast<uintptr_t>(w->shared_window);
+  if (addr >= a && addr < a + 3 * kPage + 2 * kSharedRegionBytes && tl_block) {
+    const auto dyn = reinterpret_cast<uintptr_t>(tl_block->dynamic_smem);
+    if (addr >= reinterpret_cast<uintptr_t>(w->dynamic_end) || (addr >= dyn - kPage && addr < dyn)) {
+      return "out-of-bounds access to dynamic shared memory (extern __shared__): the launch gave " +
+             std::to_string(tl_block->dynamic_bytes) + " bytes (the third <<<>>> argument), and byte " +
+             std::to_string(static_cast<long long>(addr - dyn)) + " was accessed";
+    }
+    return "out-of-bounds access to shared memory, " + std::to_string(static_cast<long long>(addr - a - kPage)) +
+           " bytes from the start of the block's __shared__ variables";
+  }
+  return "";
+}
+
 }  // namespace cudasim::detail
 
 void cudasim::reload_options() { detail::current_options() = detail::read_options(); }
 
+bool cudasim::checking() { return detail::requested_checks() && detail::program_is_instrumented(); }
+
 namespace cudasim::detail {
 
 void launch(const LaunchConfig& cfg, const char* kernel, const char* file, unsigned line, void* ctx,
-            void (*body)(void*)) {
+            void (*body)(void*), const LaunchRange* ranges, size_t n_ranges) {
   if (tl_block) {
     fatal(std::string("kernel '") + kernel + "' launched at " + file + ":" + std::to_string(line) +
           " from inside another kernel: dynamic parallelism is not supported by the CPU backend.");
   }
   if (!check_launch(cfg, kernel, file, line)) return;
+  install_crash_handlers();
   static std::mutex one_launch_at_a_time;
   static uint64_t launches = 0;
   std::lock_guard lk(one_launch_at_a_time);
@@ -549,8 +967,13 @@ void launch(const LaunchConfig& cfg, const char* kernel, const char* file, unsig
   job.body = body;
   job.nblocks = static_cast<uint64_t>(cfg.grid.x) * cfg.grid.y * cfg.grid.z;
   job.launch_index = launches++;
+  const unsigned checks = requested_checks();
+  if (checks && !program_is_instrumented()) explain_unchecked_build();
+  const bool checked = checks && program_is_instrumented();
+  if (checked) check::launch_begin(cfg.grid, cfg.block, ranges, n_ranges);
   static Pool& pool = *new Pool;  // never destroyed: its threads wait on it until the process ends
   pool.run(job);
+  if (checked) check::launch_end();
 }
 
 }  // namespace cudasim::detail

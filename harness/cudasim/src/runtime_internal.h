@@ -1,7 +1,10 @@
-// Shared between the two halves of the runtime: execution (exec.cpp) and the CUDA API (api.cpp).
+// Shared between the parts of the runtime: execution (exec.cpp), the CUDA API (api.cpp), device
+// memory (memory.cpp), the checker (check.cpp), crash reports (crash.cpp) and symbols
+// (symbolize.cpp).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "cudasim/cudasim.h"
@@ -12,6 +15,7 @@ namespace cudasim::detail {
 inline constexpr size_t kMaxStaticSharedBytes = 48 * 1024;    // __shared__ declarations per block
 inline constexpr size_t kDefaultDynamicSharedBytes = 48 * 1024;
 inline constexpr size_t kMaxSharedBytes = 163 * 1024;         // with cudaFuncSetAttribute opt-in
+inline constexpr unsigned kMaxThreadsPerBlock = 1024;
 
 /// Prints a diagnostic and ends the process with kDiagnosticExitStatus.
 [[noreturn]] void fatal(const std::string& message);
@@ -25,5 +29,47 @@ unsigned simulated_multiprocessors();
 
 /// Whether fresh memory is poisoned (CUDASIM_POISON, default on; see reload_options()).
 bool poison_enabled();
+
+// ---- checking (CUDASIM_CHECK) ---------------------------------------------------------------------
+
+enum CheckKind : unsigned { kCheckRace = 1, kCheckBounds = 2, kCheckInit = 4 };
+
+/// The checks CUDASIM_CHECK asks for (a CheckKind mask), whether or not the program can do them.
+unsigned requested_checks();
+
+/// Whether the program contains code compiled for checking (any translation unit built with
+/// -fsanitize=thread calls __tsan_init before main).
+bool program_is_instrumented();
+
+/// "race, bounds" for a CheckKind mask.
+std::string check_names(unsigned checks);
+
+/// Usable stack of one simulated thread: [lo, hi); the guard page is just below lo.
+struct StackRange {
+  uintptr_t lo = 0, hi = 0;
+};
+
+/// What the running kernel is, for messages: "kernel 'k' (launched at f.cu:12), block (0,0,0)",
+/// and the thread when one is running: ", thread (3,0,0)". Empty outside kernels.
+std::string running_kernel_description(bool with_thread);
+
+/// Fault addresses that belong to the simulator's per-thread memory: a simulated thread's stack
+/// guard page, or outside the block's shared memory. Returns "" when `addr` is not one of them.
+std::string describe_worker_address(uintptr_t addr);
+
+/// Installs the handlers that turn SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT inside a kernel
+/// into diagnostics (crash.cpp). Idempotent.
+void install_crash_handlers();
+/// Gives the calling OS thread an alternate signal stack, so that a stack overflow can be reported.
+void ensure_signal_stack();
+
+/// spin_yield() for code whose caller's address (`pc`, for the livelock diagnostic) is known.
+void spin_yield_at(const char* why, const void* pc);
+
+/// Whether [p, p+n) is host memory registered with cudaHostRegister (usable by kernels).
+bool host_registered(const void* p, size_t n);
+
+/// Largest dynamic shared memory `kernel` (the name written at its launch) may use.
+size_t dynamic_smem_limit(const char* kernel);
 
 }  // namespace cudasim::detail

@@ -210,12 +210,19 @@ TEST(Launch, DynamicSharedMemoryAbove48KBNeedsOptIn) {
   const int n = 64;
   CHECK(cudaMalloc(&din, n * sizeof(float)));
   CHECK(cudaMalloc(&dout, n * sizeof(float)));
+  CHECK(cudaMemset(din, 0, n * sizeof(float)));
   const size_t big = 64 * 1024;
   reverse_in_dynamic_smem<<<1, n, big>>>(din, dout, n);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue) << "64 KB without cudaFuncSetAttribute";
   CHECK(cudaFuncSetAttribute(reverse_in_dynamic_smem, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(big)));
   reverse_in_dynamic_smem<<<1, n, big>>>(din, dout, n);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  // The attribute belongs to the kernel it was set for.
+  unsigned long long* mod;
+  CHECK(cudaMalloc(&mod, sizeof *mod));
+  aligned_dynamic<<<1, 1, big>>>(mod, dout);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue) << "64 KB for a kernel whose limit was not raised";
+  cudaFree(mod);
   cudaFree(din);
   cudaFree(dout);
 }

@@ -3,11 +3,17 @@
 // Force-included (`-include cudasim/cudasim.h`) into every .cu file that tools/cudasim-rewrite
 // has turned into host C++. It supplies what nvcc would: the launch machinery, the built-in
 // variables (threadIdx, blockIdx, ...), barriers, warp shuffles and votes, atomics and the
-// device-only math intrinsics. The real CUDA headers provide every type (dim3, __nv_bfloat16,
-// cudaError_t, ...) and the runtime API declarations; libcudasim implements those functions.
+// device-only intrinsics (cudasim/intrinsics.h). The real CUDA headers provide every type (dim3,
+// __nv_bfloat16, cudaError_t, ...) and the runtime API declarations; libcudasim implements those
+// functions.
 //
 // Each CUDA thread of a block is a fiber; a block runs on one OS thread, blocks of a grid run on
 // a pool of them (CUDASIM_THREADS). See handouts/running-without-a-gpu.md.
+//
+// The checked build of a .cu file (`cudasim-cc --check`, the `_check` test binaries) is compiled
+// with -fsanitize=thread: the compiler then calls libcudasim before every memory access of the
+// file (src/check.cpp). Code of this header that touches cudasim's own state is kept out of that
+// instrumentation (CUDASIM_STATE_READ), so the checker sees the program's accesses only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -31,13 +37,27 @@
 #define __CUDASIM__ 1
 #endif
 
+// Set in checked builds (GCC and Clang define __SANITIZE_THREAD__ for -fsanitize=thread).
+#if defined(__SANITIZE_THREAD__)
+#define CUDASIM_CHECKED_BUILD 1
+// Reads of cudasim's own state are not the program's accesses: these functions are not
+// instrumented (and, because of that, not inlined into instrumented code).
+#define CUDASIM_STATE_READ inline __attribute__((no_sanitize_thread, noinline))
+#else
+#define CUDASIM_STATE_READ inline __attribute__((always_inline))
+#endif
+
 namespace cudasim {
 
-/// Re-reads the CUDASIM_* environment variables (thread order, pool size, poisoning). Tests use
-/// it to run one kernel under several thread orders in one process; call it between launches.
+/// Re-reads the CUDASIM_* environment variables (thread order, pool size, poisoning, checks).
+/// Tests use it to run one kernel under several settings in one process; call it between launches.
 void reload_options();
 
-/// Exit status of a process stopped by a cudasim diagnostic (divergent barrier, deadlock, ...).
+/// Whether kernels' memory accesses are being checked: the program was built for checking
+/// (`cudasim-cc --check`, the `_check` test binaries) and CUDASIM_CHECK asks for a check.
+bool checking();
+
+/// Exit status of a process stopped by a cudasim diagnostic (divergent barrier, race, ...).
 inline constexpr int kDiagnosticExitStatus = 70;
 
 // ---- kernel launches ---------------------------------------------------------------------------
@@ -54,9 +74,17 @@ inline LaunchConfig config(dim3 grid, dim3 block, size_t dynamic_smem = 0, cudaS
 }
 
 namespace detail {
+/// Memory of the launching code that every simulated thread reads: the copied arguments and the
+/// launcher itself. The checker treats it as the kernel's parameter space.
+struct LaunchRange {
+  const void* p;
+  size_t bytes;
+};
 /// Runs `body(ctx)` once per thread of every block; sets the last error instead on a bad config.
 void launch(const LaunchConfig& cfg, const char* kernel, const char* file, unsigned line, void* ctx,
-            void (*body)(void*));
+            void (*body)(void*), const LaunchRange* ranges, size_t n_ranges);
+/// The name of the function at `fn` (for launches through a function pointer), or "kernel".
+const char* function_name(const void* fn);
 }  // namespace detail
 
 /// `K<<<cfg>>>(args...)` becomes `launcher(cfg, "K", call_K)(args...)`: the arguments are copied
@@ -75,10 +103,11 @@ struct Launcher {
       Call* call;
       std::tuple<std::decay_t<Args>...>* args;
     } ctx{&call, &copied};
+    const detail::LaunchRange ranges[] = {{&copied, sizeof copied}, {&ctx, sizeof ctx}, {this, sizeof *this}};
     detail::launch(cfg, kernel, where.file_name(), where.line(), &ctx, [](void* p) {
       auto* c = static_cast<Ctx*>(p);
       std::apply(*c->call, *c->args);  // each thread gets its own by-value parameters
-    });
+    }, ranges, 3);
   }
 };
 
@@ -90,45 +119,92 @@ Launcher<Call> launcher(const LaunchConfig& cfg, const char* kernel, Call call,
 
 // ---- shared memory -----------------------------------------------------------------------------
 
+namespace detail {
+/// The storage of the `__shared__` declaration identified by `key` for the running block, made on
+/// first use (checked builds: the declaration's extent and name go to the checker).
+void* shared_slot(const void* key, size_t bytes, size_t align, size_t elem_bytes, const char* name,
+                  const std::source_location& where);
+/// Start of the running block's dynamic shared memory; `name` and the element size are recorded
+/// for the checker's messages.
+void* dynamic_shared_named(const char* name, size_t elem_bytes);
+CUDASIM_STATE_READ uint64_t block_generation() { return tl_block->generation; }
+CUDASIM_STATE_READ unsigned char* block_dynamic_smem() { return tl_block->dynamic_smem; }
+}  // namespace detail
+
 /// Storage of one `__shared__` declaration for the running block. The first thread of a block to
 /// reach the declaration allocates it (poisoned, so reading before writing shows up as NaN);
 /// every other thread of the block gets the same memory.
 template <class T, unsigned Id, size_t Align>
-T& shared_var(std::source_location where = std::source_location::current()) {
+T& shared_var(const char* name = "", std::source_location where = std::source_location::current()) {
+  constexpr size_t align = Align > alignof(T) ? Align : alignof(T);
+  using Elem = std::remove_all_extents_t<T>;
+#if CUDASIM_CHECKED_BUILD
+  static const char key = 0;  // one per declaration; only its address is used
+  return *static_cast<T*>(detail::shared_slot(&key, sizeof(T), align, sizeof(Elem), name, where));
+#else
   static thread_local struct {
     uint64_t generation = 0;
     void* ptr = nullptr;
   } slot;
-  detail::Block* b = detail::tl_block;
-  if (slot.generation != b->generation) {
-    constexpr size_t align = Align > alignof(T) ? Align : alignof(T);
-    slot.ptr = detail::shared_alloc(sizeof(T), align, where.file_name(), where.line());
-    slot.generation = b->generation;
+  if (slot.generation != detail::block_generation()) {
+    slot.ptr = detail::shared_alloc(sizeof(T), align, sizeof(Elem), name, where);
+    slot.generation = detail::block_generation();
   }
   return *static_cast<T*>(slot.ptr);
+#endif
 }
 
 /// Start of the block's dynamic shared memory (`extern __shared__`), poisoned at block start.
-inline void* dynamic_shared() { return detail::tl_block->dynamic_smem; }
+inline void* dynamic_shared() { return detail::block_dynamic_smem(); }
+
+/// The same, for `extern __shared__ T name[]` (what the rewriter emits).
+template <class T>
+T* dynamic_shared(const char* name) {
+#if CUDASIM_CHECKED_BUILD
+  return static_cast<T*>(detail::dynamic_shared_named(name, sizeof(std::remove_all_extents_t<T>)));
+#else
+  (void)name;
+  return reinterpret_cast<T*>(detail::block_dynamic_smem());
+#endif
+}
 
 }  // namespace cudasim
 
 // ---- C++ runtime-API overloads that the CUDA headers declare only for nvcc -----------------------
 
+namespace cudasim::detail {
+/// cudaMemcpyToSymbol/FromSymbol with the symbol's size, so that a copy past its end is refused.
+cudaError_t copy_symbol(void* symbol, size_t symbol_bytes, void* host, size_t count, size_t offset, bool to_symbol,
+                        const char* file, unsigned line);
+}  // namespace cudasim::detail
+
 template <class T>
 inline cudaError_t cudaMemcpyToSymbol(const T& symbol, const void* src, size_t count, size_t offset = 0,
-                                      cudaMemcpyKind kind = cudaMemcpyHostToDevice) {
-  return ::cudaMemcpyToSymbol(static_cast<const void*>(&symbol), src, count, offset, kind);
+                                      cudaMemcpyKind = cudaMemcpyHostToDevice,
+                                      std::source_location l = std::source_location::current()) {
+  return cudasim::detail::copy_symbol(const_cast<T*>(&symbol), sizeof(T), const_cast<void*>(src), count, offset,
+                                      true, l.file_name(), l.line());
 }
 template <class T>
 inline cudaError_t cudaMemcpyToSymbolAsync(const T& symbol, const void* src, size_t count, size_t offset = 0,
-                                           cudaMemcpyKind kind = cudaMemcpyHostToDevice, cudaStream_t = nullptr) {
-  return ::cudaMemcpyToSymbol(static_cast<const void*>(&symbol), src, count, offset, kind);
+                                           cudaMemcpyKind = cudaMemcpyHostToDevice, cudaStream_t = nullptr,
+                                           std::source_location l = std::source_location::current()) {
+  return cudasim::detail::copy_symbol(const_cast<T*>(&symbol), sizeof(T), const_cast<void*>(src), count, offset,
+                                      true, l.file_name(), l.line());
 }
 template <class T>
 inline cudaError_t cudaMemcpyFromSymbol(void* dst, const T& symbol, size_t count, size_t offset = 0,
-                                        cudaMemcpyKind kind = cudaMemcpyDeviceToHost) {
-  return ::cudaMemcpyFromSymbol(dst, static_cast<const void*>(&symbol), count, offset, kind);
+                                        cudaMemcpyKind = cudaMemcpyDeviceToHost,
+                                        std::source_location l = std::source_location::current()) {
+  return cudasim::detail::copy_symbol(const_cast<T*>(&symbol), sizeof(T), dst, count, offset, false, l.file_name(),
+                                      l.line());
+}
+template <class T>
+inline cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const T& symbol, size_t count, size_t offset = 0,
+                                             cudaMemcpyKind = cudaMemcpyDeviceToHost, cudaStream_t = nullptr,
+                                             std::source_location l = std::source_location::current()) {
+  return cudasim::detail::copy_symbol(const_cast<T*>(&symbol), sizeof(T), dst, count, offset, false, l.file_name(),
+                                      l.line());
 }
 template <class T>
 inline cudaError_t cudaGetSymbolAddress(void** ptr, const T& symbol) {
@@ -136,16 +212,59 @@ inline cudaError_t cudaGetSymbolAddress(void** ptr, const T& symbol) {
   return cudaSuccess;
 }
 template <class T>
+inline cudaError_t cudaGetSymbolSize(size_t* size, const T&) {
+  *size = sizeof(T);
+  return cudaSuccess;
+}
+template <class T>
 inline cudaError_t cudaFuncSetAttribute(T* kernel, cudaFuncAttribute attr, int value) {
   return ::cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), attr, value);
+}
+template <class T>
+inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, T* kernel) {
+  return ::cudaFuncGetAttributes(attr, reinterpret_cast<const void*>(kernel));
+}
+template <class T>
+inline cudaError_t cudaFuncSetCacheConfig(T* kernel, cudaFuncCache config) {
+  return ::cudaFuncSetCacheConfig(reinterpret_cast<const void*>(kernel), config);
+}
+
+/// cudaLaunchKernel(kernel, grid, block, args, smem, stream) with a kernel whose parameter types
+/// are known: the argument pointers are unpacked into an ordinary launch.
+template <class... P>
+cudaError_t cudaLaunchKernel(void (*kernel)(P...), dim3 grid, dim3 block, void** args, size_t smem = 0,
+                             cudaStream_t stream = nullptr,
+                             std::source_location l = std::source_location::current()) {
+  if (!kernel || (sizeof...(P) > 0 && !args)) return cudaErrorInvalidValue;
+  auto run = [&]<size_t... I>(std::index_sequence<I...>) {
+    cudasim::launcher(cudasim::config(grid, block, smem, stream), cudasim::detail::function_name(
+                          reinterpret_cast<const void*>(kernel)),
+                      [kernel](auto... a) { kernel(a...); }, l)(*static_cast<std::decay_t<P>*>(args[I])...);
+  };
+  run(std::index_sequence_for<P...>{});
+  return cudaPeekAtLastError();
 }
 
 // ---- built-in variables ------------------------------------------------------------------------
 
+namespace cudasim::detail {
+CUDASIM_STATE_READ uint3 builtin_thread_idx() { return tl_lane->tid; }
+CUDASIM_STATE_READ uint3 builtin_block_idx() { return tl_block->idx; }
+CUDASIM_STATE_READ dim3 builtin_block_dim() { return tl_block->dim; }
+CUDASIM_STATE_READ dim3 builtin_grid_dim() { return tl_block->grid; }
+}  // namespace cudasim::detail
+
+#if CUDASIM_CHECKED_BUILD
+#define threadIdx (::cudasim::detail::builtin_thread_idx())
+#define blockIdx (::cudasim::detail::builtin_block_idx())
+#define blockDim (::cudasim::detail::builtin_block_dim())
+#define gridDim (::cudasim::detail::builtin_grid_dim())
+#else
 #define threadIdx (::cudasim::detail::tl_lane->tid)
 #define blockIdx (::cudasim::detail::tl_block->idx)
 #define blockDim (::cudasim::detail::tl_block->dim)
 #define gridDim (::cudasim::detail::tl_block->grid)
+#endif
 inline constexpr int warpSize = 32;
 
 // Declarations the rewriter could not turn into block storage (e.g. in an included header) still
@@ -159,10 +278,8 @@ inline constexpr int warpSize = 32;
 
 namespace cudasim::detail {
 using Loc = std::source_location;
-inline int syncthreads_with(int pred, const char* what, const Loc& l) {
-  block_barrier(pred, what, l.file_name(), l.line());
-  return tl_block->barrier_result;
-}
+inline int syncthreads_with(int pred, const char* what, const Loc& l) { return block_barrier(pred, what, l); }
+CUDASIM_STATE_READ int block_threads() { return static_cast<int>(tl_block->nthreads); }
 }  // namespace cudasim::detail
 
 inline void __syncthreads(std::source_location l = std::source_location::current()) {
@@ -173,8 +290,7 @@ inline int __syncthreads_count(int pred, std::source_location l = std::source_lo
   return cudasim::detail::syncthreads_with(pred != 0, "__syncthreads_count", l);
 }
 inline int __syncthreads_and(int pred, std::source_location l = std::source_location::current()) {
-  return cudasim::detail::syncthreads_with(pred != 0, "__syncthreads_and", l) ==
-         static_cast<int>(cudasim::detail::tl_block->nthreads);
+  return cudasim::detail::syncthreads_with(pred != 0, "__syncthreads_and", l) == cudasim::detail::block_threads();
 }
 inline int __syncthreads_or(int pred, std::source_location l = std::source_location::current()) {
   return cudasim::detail::syncthreads_with(pred != 0, "__syncthreads_or", l) != 0;
@@ -183,29 +299,33 @@ inline int __syncthreads_or(int pred, std::source_location l = std::source_locat
 // ---- warp-level primitives ---------------------------------------------------------------------
 
 inline void __syncwarp(unsigned mask = 0xffffffffu, std::source_location l = std::source_location::current()) {
-  cudasim::detail::warp_sync(cudasim::detail::WarpOp::SyncWarp, mask, 0, 0, "__syncwarp", l.file_name(),
-                             l.line());
+  cudasim::detail::warp_sync(cudasim::detail::WarpOp::SyncWarp, mask, 0, 0, 0, "__syncwarp", l);
 }
 
 namespace cudasim::detail {
-// All lanes named in `mask` deposit `v`, meet, then each reads lane `src_of(lane)`'s deposit. A
+CUDASIM_STATE_READ unsigned lane_id() { return tl_lane->linear & 31u; }
+
+// All lanes named in `mask` deposit `v`, meet, then each gets lane `src_of(lane)`'s deposit. A
 // source lane that did not take part yields poison (all bits set), as its value is undefined.
 template <class T, class Src>
 T shuffle(unsigned mask, T v, Src src_of, const char* what, const Loc& l) {
   static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "shuffles move at most 8 bytes");
   uint64_t bits = 0;
   std::memcpy(&bits, static_cast<const void*>(&v), sizeof(T));
-  warp_sync(WarpOp::Shuffle, mask, 0, bits, what, l.file_name(), l.line());
-  const unsigned me = tl_lane->linear, base = me & ~31u;
-  const unsigned src = static_cast<unsigned>(src_of(static_cast<int>(me & 31u)));
-  const uint64_t got = (tl_block->participants[me] >> src & 1u) ? tl_block->snapshot[base + src] : ~0ull;
+  const unsigned src = static_cast<unsigned>(src_of(static_cast<int>(lane_id()))) & 31u;
+  const uint64_t got = warp_sync(WarpOp::Shuffle, mask, 0, bits, src, what, l);
   T r;
   std::memcpy(static_cast<void*>(&r), &got, sizeof(T));
   return r;
 }
 inline int vote(WarpOp op, unsigned mask, int pred, const char* what, const Loc& l) {
-  warp_sync(op, mask, pred != 0, 0, what, l.file_name(), l.line());
-  return static_cast<int>(tl_block->vote[tl_lane->linear]);
+  return static_cast<int>(warp_sync(op, mask, pred != 0, 0, 0, what, l));
+}
+template <class T>
+T warp_combine(WarpOp op, unsigned mask, T v, const char* what, const Loc& l) {
+  static_assert(sizeof(T) <= 8 && std::is_integral_v<T>, "warp reductions take integers");
+  const uint64_t bits = static_cast<uint64_t>(static_cast<std::make_unsigned_t<T>>(v));
+  return static_cast<T>(warp_sync(op, mask, std::is_signed_v<T>, bits, 0, what, l));
 }
 }  // namespace cudasim::detail
 
@@ -249,24 +369,76 @@ inline int __all_sync(unsigned mask, int pred, std::source_location l = std::sou
 /// barrier, and returns the lanes that stopped at this call site: what a converged warp reports.
 inline unsigned __activemask(std::source_location l = std::source_location::current()) {
   return static_cast<unsigned>(cudasim::detail::vote(cudasim::detail::WarpOp::ActiveMask,
-                                                     1u << (cudasim::detail::tl_lane->linear & 31u), 0,
-                                                     "__activemask", l));
+                                                     1u << cudasim::detail::lane_id(), 0, "__activemask", l));
+}
+
+// Warp reductions and matches (compute capability 8.0 and 7.0).
+#define CUDASIM_WARP_REDUCE(name, op, T)                                                               \
+  inline T name(unsigned mask, T v, std::source_location l = std::source_location::current()) {      \
+    return cudasim::detail::warp_combine(cudasim::detail::WarpOp::op, mask, v, #name, l);             \
+  }
+CUDASIM_WARP_REDUCE(__reduce_add_sync, ReduceAdd, int)
+CUDASIM_WARP_REDUCE(__reduce_add_sync, ReduceAdd, unsigned)
+CUDASIM_WARP_REDUCE(__reduce_min_sync, ReduceMin, int)
+CUDASIM_WARP_REDUCE(__reduce_min_sync, ReduceUMin, unsigned)
+CUDASIM_WARP_REDUCE(__reduce_max_sync, ReduceMax, int)
+CUDASIM_WARP_REDUCE(__reduce_max_sync, ReduceUMax, unsigned)
+CUDASIM_WARP_REDUCE(__reduce_and_sync, ReduceAnd, unsigned)
+CUDASIM_WARP_REDUCE(__reduce_or_sync, ReduceOr, unsigned)
+CUDASIM_WARP_REDUCE(__reduce_xor_sync, ReduceXor, unsigned)
+#undef CUDASIM_WARP_REDUCE
+template <class T>
+unsigned __match_any_sync(unsigned mask, T v, std::source_location l = std::source_location::current()) {
+  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>);
+  uint64_t bits = 0;
+  std::memcpy(&bits, static_cast<const void*>(&v), sizeof(T));
+  return static_cast<unsigned>(
+      cudasim::detail::warp_sync(cudasim::detail::WarpOp::MatchAny, mask, 0, bits, 0, "__match_any_sync", l));
+}
+template <class T>
+unsigned __match_all_sync(unsigned mask, T v, int* pred, std::source_location l = std::source_location::current()) {
+  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>);
+  uint64_t bits = 0;
+  std::memcpy(&bits, static_cast<const void*>(&v), sizeof(T));
+  const unsigned r = static_cast<unsigned>(
+      cudasim::detail::warp_sync(cudasim::detail::WarpOp::MatchAll, mask, 0, bits, 0, "__match_all_sync", l));
+  *pred = r != 0;
+  return r;
 }
 
 // ---- atomics: blocks run concurrently on several OS threads, so these are real atomics -----------
 
 namespace cudasim::detail {
+// A lane that keeps applying atomics to one address is most likely waiting for another thread
+// (a lock, a flag): after a few in a row it lets the other threads of its block run. In checked
+// builds the checker sees every atomic and does this itself.
+inline void spin_hint(const void* p) {
+#if !CUDASIM_CHECKED_BUILD
+  note_atomic(p);
+#else
+  (void)p;
+#endif
+}
+
 template <class T, class F>
 T atomic_update(T* p, F f) {  // compare-and-swap loop for operations std::atomic_ref lacks
+  spin_hint(p);
   std::atomic_ref<T> a(*p);
   T old = a.load();
   while (!a.compare_exchange_weak(old, f(old))) {
   }
   return old;
 }
+template <class T>
+T atomic_cas(T* p, T expected, T desired) {
+  spin_hint(p);
+  std::atomic_ref<T>(*p).compare_exchange_strong(expected, desired);
+  return expected;
+}
 template <class H>
 H atomic_add_16(H* p, H v) {  // __half / __nv_bfloat16: CAS on the 16-bit pattern
   static_assert(sizeof(H) == 2);
+  spin_hint(p);
   auto* u = reinterpret_cast<unsigned short*>(p);
   unsigned short old = std::atomic_ref<unsigned short>(*u).load(), next;
   do {
@@ -279,12 +451,35 @@ H atomic_add_16(H* p, H v) {  // __half / __nv_bfloat16: CAS on the 16-bit patte
   std::memcpy(static_cast<void*>(&r), &old, 2);
   return r;
 }
+template <class H2>
+H2 atomic_add_pair(H2* p, H2 v) {  // __half2 / __nv_bfloat162: one CAS on the 32-bit pattern
+  static_assert(sizeof(H2) == 4);
+  spin_hint(p);
+  auto* u = reinterpret_cast<unsigned*>(p);
+  unsigned old = std::atomic_ref<unsigned>(*u).load(), next;
+  do {
+    H2 cur, sum;
+    std::memcpy(static_cast<void*>(&cur), &old, 4);
+    sum.x = decltype(cur.x)(static_cast<float>(cur.x) + static_cast<float>(v.x));
+    sum.y = decltype(cur.y)(static_cast<float>(cur.y) + static_cast<float>(v.y));
+    std::memcpy(&next, static_cast<const void*>(&sum), 4);
+  } while (!std::atomic_ref<unsigned>(*u).compare_exchange_weak(old, next));
+  H2 r;
+  std::memcpy(static_cast<void*>(&r), &old, 4);
+  return r;
+}
 }  // namespace cudasim::detail
 
 // The overloads CUDA provides, and no others, so that code compiling here also compiles with nvcc.
-#define CUDASIM_ATOMIC_ARITH(T)                                                                 \
-  inline T atomicAdd(T* p, T v) { return std::atomic_ref<T>(*p).fetch_add(v); }                  \
-  inline T atomicExch(T* p, T v) { return std::atomic_ref<T>(*p).exchange(v); }
+#define CUDASIM_ATOMIC_ARITH(T)                                                                  \
+  inline T atomicAdd(T* p, T v) {                                                                 \
+    cudasim::detail::spin_hint(p);                                                                \
+    return std::atomic_ref<T>(*p).fetch_add(v);                                                   \
+  }                                                                                               \
+  inline T atomicExch(T* p, T v) {                                                                \
+    cudasim::detail::spin_hint(p);                                                                \
+    return std::atomic_ref<T>(*p).exchange(v);                                                    \
+  }
 #define CUDASIM_ATOMIC_MINMAX_CAS(T)                                                             \
   inline T atomicMin(T* p, T v) {                                                                \
     return cudasim::detail::atomic_update(p, [v](T o) { return v < o ? v : o; });               \
@@ -292,21 +487,36 @@ H atomic_add_16(H* p, H v) {  // __half / __nv_bfloat16: CAS on the 16-bit patte
   inline T atomicMax(T* p, T v) {                                                                \
     return cudasim::detail::atomic_update(p, [v](T o) { return v > o ? v : o; });               \
   }                                                                                              \
-  inline T atomicCAS(T* p, T expected, T desired) {                                             \
-    std::atomic_ref<T>(*p).compare_exchange_strong(expected, desired);                           \
-    return expected;                                                                             \
-  }
+  inline T atomicCAS(T* p, T expected, T desired) { return cudasim::detail::atomic_cas(p, expected, desired); }
 #define CUDASIM_ATOMIC_BITS(T)                                                                   \
-  inline T atomicAnd(T* p, T v) { return std::atomic_ref<T>(*p).fetch_and(v); }                  \
-  inline T atomicOr(T* p, T v) { return std::atomic_ref<T>(*p).fetch_or(v); }                    \
-  inline T atomicXor(T* p, T v) { return std::atomic_ref<T>(*p).fetch_xor(v); }
+  inline T atomicAnd(T* p, T v) {                                                                \
+    cudasim::detail::spin_hint(p);                                                               \
+    return std::atomic_ref<T>(*p).fetch_and(v);                                                  \
+  }                                                                                              \
+  inline T atomicOr(T* p, T v) {                                                                 \
+    cudasim::detail::spin_hint(p);                                                               \
+    return std::atomic_ref<T>(*p).fetch_or(v);                                                   \
+  }                                                                                              \
+  inline T atomicXor(T* p, T v) {                                                                \
+    cudasim::detail::spin_hint(p);                                                               \
+    return std::atomic_ref<T>(*p).fetch_xor(v);                                                  \
+  }
 CUDASIM_ATOMIC_ARITH(int)
 CUDASIM_ATOMIC_ARITH(unsigned int)
 CUDASIM_ATOMIC_ARITH(unsigned long long)
 CUDASIM_ATOMIC_ARITH(float)
-inline double atomicAdd(double* p, double v) { return std::atomic_ref<double>(*p).fetch_add(v); }
-inline int atomicSub(int* p, int v) { return std::atomic_ref<int>(*p).fetch_sub(v); }
-inline unsigned atomicSub(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_sub(v); }
+inline double atomicAdd(double* p, double v) {
+  cudasim::detail::spin_hint(p);
+  return std::atomic_ref<double>(*p).fetch_add(v);
+}
+inline int atomicSub(int* p, int v) {
+  cudasim::detail::spin_hint(p);
+  return std::atomic_ref<int>(*p).fetch_sub(v);
+}
+inline unsigned atomicSub(unsigned* p, unsigned v) {
+  cudasim::detail::spin_hint(p);
+  return std::atomic_ref<unsigned>(*p).fetch_sub(v);
+}
 CUDASIM_ATOMIC_MINMAX_CAS(int)
 CUDASIM_ATOMIC_MINMAX_CAS(unsigned int)
 CUDASIM_ATOMIC_MINMAX_CAS(unsigned long long)
@@ -319,75 +529,55 @@ CUDASIM_ATOMIC_BITS(unsigned long long)
 #undef CUDASIM_ATOMIC_BITS
 
 inline unsigned short atomicCAS(unsigned short* p, unsigned short expected, unsigned short desired) {
-  std::atomic_ref<unsigned short>(*p).compare_exchange_strong(expected, desired);
-  return expected;
+  return cudasim::detail::atomic_cas(p, expected, desired);
 }
 inline __half atomicAdd(__half* p, __half v) { return cudasim::detail::atomic_add_16(p, v); }
 inline __nv_bfloat16 atomicAdd(__nv_bfloat16* p, __nv_bfloat16 v) { return cudasim::detail::atomic_add_16(p, v); }
+inline __half2 atomicAdd(__half2* p, __half2 v) { return cudasim::detail::atomic_add_pair(p, v); }
+inline __nv_bfloat162 atomicAdd(__nv_bfloat162* p, __nv_bfloat162 v) { return cudasim::detail::atomic_add_pair(p, v); }
 inline unsigned atomicInc(unsigned* p, unsigned limit) {
   return cudasim::detail::atomic_update(p, [limit](unsigned o) { return o >= limit ? 0u : o + 1; });
 }
 inline unsigned atomicDec(unsigned* p, unsigned limit) {
   return cudasim::detail::atomic_update(p, [limit](unsigned o) { return (o == 0 || o > limit) ? limit : o - 1; });
 }
+// The _block and _system scopes are the same thing on one CPU.
+#define CUDASIM_SCOPED(name)                                                                            \
+  template <class T, class... A>                                                                        \
+  inline auto name##_block(T* p, A... a) -> decltype(name(p, a...)) { return name(p, a...); }           \
+  template <class T, class... A>                                                                        \
+  inline auto name##_system(T* p, A... a) -> decltype(name(p, a...)) { return name(p, a...); }
+CUDASIM_SCOPED(atomicAdd)
+CUDASIM_SCOPED(atomicSub)
+CUDASIM_SCOPED(atomicExch)
+CUDASIM_SCOPED(atomicMin)
+CUDASIM_SCOPED(atomicMax)
+CUDASIM_SCOPED(atomicCAS)
+CUDASIM_SCOPED(atomicAnd)
+CUDASIM_SCOPED(atomicOr)
+CUDASIM_SCOPED(atomicXor)
+CUDASIM_SCOPED(atomicInc)
+CUDASIM_SCOPED(atomicDec)
+#undef CUDASIM_SCOPED
 
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+// A fence, and a chance for the other threads of the block to run: fences sit in code that
+// waits for or signals another thread.
+inline void __threadfence() { cudasim::detail::thread_fence(); }
+inline void __threadfence_block() { cudasim::detail::thread_fence(); }
+inline void __threadfence_system() { cudasim::detail::thread_fence(); }
+/// Sleeping is yielding here: the other threads of the block run meanwhile.
+inline void __nanosleep(unsigned) { cudasim::detail::spin_yield("__nanosleep"); }
 
-// ---- loads, bit tricks and math intrinsics ---------------------------------------------------------
-// The fast-math intrinsics (__expf, __logf, __fdividef, ...) are exact here and approximate on a GPU;
-// tolerances of tests must allow for both.
-
-template <class T>
-inline T __ldg(const T* p) { return *p; }
-template <class T>
-inline T __ldcs(const T* p) { return *p; }
-template <class T>
-inline T __ldcg(const T* p) { return *p; }
-
-inline int __popc(unsigned x) { return __builtin_popcount(x); }
-inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
-inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz(static_cast<unsigned>(x)); }
-inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll(static_cast<unsigned long long>(x)); }
-inline int __ffs(int x) { return __builtin_ffs(x); }
-inline int __ffsll(long long x) { return __builtin_ffsll(x); }
-inline unsigned __brev(unsigned x) {
-  unsigned r = 0;
-  for (int i = 0; i < 32; ++i) r |= ((x >> i) & 1u) << (31 - i);
-  return r;
+namespace cudasim::detail {
+[[noreturn]] void trap(const char* what, const std::source_location& where);
+}  // namespace cudasim::detail
+/// Stops the kernel with a diagnostic naming the thread, as a GPU reports an illegal instruction.
+[[noreturn]] inline void __trap(std::source_location l = std::source_location::current()) {
+  cudasim::detail::trap("__trap()", l);
 }
-
-inline float __int_as_float(int x) { float f; std::memcpy(&f, &x, 4); return f; }
-inline int __float_as_int(float x) { int i; std::memcpy(&i, &x, 4); return i; }
-inline float __uint_as_float(unsigned x) { float f; std::memcpy(&f, &x, 4); return f; }
-inline unsigned __float_as_uint(float x) { unsigned i; std::memcpy(&i, &x, 4); return i; }
-inline double __longlong_as_double(long long x) { double d; std::memcpy(&d, &x, 8); return d; }
-inline long long __double_as_longlong(double x) { long long i; std::memcpy(&i, &x, 8); return i; }
-
-inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
-inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
-inline float __expf(float x) { return std::exp(x); }
-inline float __exp10f(float x) { return std::pow(10.0f, x); }
-inline float __logf(float x) { return std::log(x); }
-inline float __log2f(float x) { return std::log2(x); }
-inline float __log10f(float x) { return std::log10(x); }
-inline float __sinf(float x) { return std::sin(x); }
-inline float __cosf(float x) { return std::cos(x); }
-inline float __tanf(float x) { return std::tan(x); }
-inline void __sincosf(float x, float* s, float* c) { *s = std::sin(x); *c = std::cos(x); }
-inline float __powf(float x, float y) { return std::pow(x, y); }
-inline float __fdividef(float x, float y) { return x / y; }
-inline float __saturatef(float x) { return std::isnan(x) ? 0.0f : x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
-inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
-inline float __fadd_rn(float a, float b) { return a + b; }
-inline float __fsub_rn(float a, float b) { return a - b; }
-inline float __fmul_rn(float a, float b) { return a * b; }
-inline float __fdiv_rn(float a, float b) { return a / b; }
-inline float __frcp_rn(float x) { return 1.0f / x; }
-inline float __fsqrt_rn(float x) { return std::sqrt(x); }
-inline float __frsqrt_rn(float x) { return 1.0f / std::sqrt(x); }
-inline double __fma_rn(double a, double b, double c) { return std::fma(a, b, c); }
+[[noreturn]] inline void __brkpt(std::source_location l = std::source_location::current()) {
+  cudasim::detail::trap("__brkpt()", l);
+}
 
 /// Nanoseconds of host time, standing in for the SM cycle counter.
 inline long long clock64() {
@@ -395,3 +585,5 @@ inline long long clock64() {
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+
+#include "cudasim/intrinsics.h"
