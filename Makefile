@@ -6,7 +6,8 @@
 # Also: make docs (the course site: handouts and API, formulas and figures), make bench
 # (CPU-backend costs, then `clockwork bench` on the CPU backend, plotted in build/bench.svg),
 # make showcase (a standalone CUDA program on the CPU backend), make build (no tests),
-# make clean. Variables: BUILD=dir, PRESET=name (see CMakePresets.json).
+# make clean; make m1, make m2, ... (one milestone's test programs built and run: the edit loop).
+# Variables: BUILD=dir, PRESET=name (see CMakePresets.json).
 
 BUILD  ?= build
 PRESET ?= default
@@ -31,6 +32,15 @@ endif
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: test demo showcase docs bench build configure configure-now deps cuda-headers clean
+
+# make m1, make m2, ...: the edit loop. Builds only that milestone's test programs and runs its
+# tests (not the slow ones), printing what failed.
+EDIT_LOOP_EXCLUDE := slow$(shell nvidia-smi -L >/dev/null 2>&1 || echo '|cuda')
+MILESTONE_TARGETS := $(patsubst milestones/milestone%,m%,$(wildcard milestones/milestone[0-9]*))
+.PHONY: $(MILESTONE_TARGETS)
+$(MILESTONE_TARGETS): m%: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target milestone$*_tests
+	@cd $(BUILD) && ctest -L '^milestone$*$$' -LE '$(EDIT_LOOP_EXCLUDE)' -j $(JOBS) --output-on-failure
 
 # Each phase timed; the times are printed at the end, also when a phase fails.
 test:

@@ -10,6 +10,37 @@ function(_clockwork_register_test test_name target labels timeout)
     LABELS "${labels}"
     TIMEOUT ${timeout}
     SKIP_REGULAR_EXPRESSION "${CLOCKWORK_SKIP_REGEX}")
+  _clockwork_add_to_milestone_targets(${target} "${labels}")
+endfunction()
+
+# The student's edit loop: `make m2` builds only milestone 2's test programs (target
+# milestone2_tests) and runs them. Slow tests stay out, and so do GPU programs when this machine
+# has no GPU to run them (compiling them with nvcc would only lengthen the loop; `make build`
+# still compiles everything).
+if(NOT DEFINED CLOCKWORK_EDIT_LOOP_CUDA)
+  set(_gpu OFF)
+  find_program(CLOCKWORK_NVIDIA_SMI nvidia-smi)
+  if(CLOCKWORK_NVIDIA_SMI)
+    execute_process(COMMAND ${CLOCKWORK_NVIDIA_SMI} -L RESULT_VARIABLE _rc OUTPUT_QUIET ERROR_QUIET)
+    if(_rc EQUAL 0)
+      set(_gpu ON)
+    endif()
+  endif()
+  set(CLOCKWORK_EDIT_LOOP_CUDA ${_gpu} CACHE BOOL "make mN also builds the milestone's GPU test programs")
+endif()
+
+function(_clockwork_add_to_milestone_targets target labels)
+  if("slow" IN_LIST labels OR ("cuda" IN_LIST labels AND NOT CLOCKWORK_EDIT_LOOP_CUDA))
+    return()
+  endif()
+  foreach(label IN LISTS labels)
+    if(label MATCHES "^milestone[0-9]+$")
+      if(NOT TARGET ${label}_tests)
+        add_custom_target(${label}_tests)
+      endif()
+      add_dependencies(${label}_tests ${target})
+    endif()
+  endforeach()
 endfunction()
 
 # The checked variant of a kernel test runs with every check on and warp by warp, last warp and
