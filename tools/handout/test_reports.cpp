@@ -96,7 +96,7 @@ bool CtestTest::has_label(const std::string& label) const {
 
 std::string CtestTest::target() const {
   if (!command.empty()) return std::filesystem::path(command[0]).filename().string();
-  for (const char* backend : {".sim", ".cuda"}) {
+  for (const char* backend : {".sim", ".check", ".cuda"}) {
     const std::string suffix = backend;
     if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
       return name.substr(0, name.size() - suffix.size()) + "_" + suffix.substr(1);
