@@ -92,20 +92,20 @@ void DeviceMemory::reserve() {
   rlimit lim{};
   if (getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) size = std::min<size_t>(size, lim.rlim_cur / 4);
   size = std::max<size_t>(round_up(size, kPage), size_t{1} << 30);
-  // A checked program gets the two views; its device view starts closed to host code.
+  // A checked program gets the two views of one shared anonymous mapping (mremap with old size 0
+  // maps the same pages again); its device view starts closed to host code. Not a memfd: a memfd
+  // is a file, and a grader's file size limit (RLIMIT_FSIZE) would kill the program with SIGXFSZ
+  // when it is sized.
   if (program_is_instrumented()) {
-    fd_ = memfd_create("cudasim-device-memory", MFD_CLOEXEC);
-    if (fd_ >= 0 && ftruncate(fd_, static_cast<off_t>(size)) == 0) {
-      void* d = mmap(nullptr, size, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd_, 0);
-      void* a = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd_, 0);
-      if (d != MAP_FAILED && a != MAP_FAILED) {
-        device_ = reinterpret_cast<uintptr_t>(d);
-        alias_ = reinterpret_cast<uintptr_t>(a);
-        host_protected_ = true;
-      } else {
-        if (d != MAP_FAILED) munmap(d, size);
-        if (a != MAP_FAILED) munmap(a, size);
-      }
+    void* d = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* a = d == MAP_FAILED ? MAP_FAILED : mremap(d, 0, size, MREMAP_MAYMOVE);
+    if (a != MAP_FAILED && mprotect(d, size, PROT_NONE) == 0) {
+      device_ = reinterpret_cast<uintptr_t>(d);
+      alias_ = reinterpret_cast<uintptr_t>(a);
+      host_protected_ = true;
+    } else {
+      if (d != MAP_FAILED) munmap(d, size);
+      if (a != MAP_FAILED) munmap(a, size);
     }
   }
   if (!device_) {
@@ -188,8 +188,8 @@ bool DeviceMemory::release(void* p, MemKind kind, const CallStack& where) {
   const uintptr_t start = device_ + (a->first_page << kPageShift);
   const size_t len = a->pages << kPageShift;
   if (alias_) {
-    fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(start - device_),
-              static_cast<off_t>(len));
+    // Both views share the pages: removing them through one frees them for both.
+    madvise(reinterpret_cast<void*>(alias_ + (start - device_)), len, MADV_REMOVE);
   } else {
     madvise(reinterpret_cast<void*>(start), len, MADV_DONTNEED);
     mprotect(reinterpret_cast<void*>(start), len, PROT_NONE);

@@ -117,7 +117,6 @@ class DeviceMemory {
   std::atomic<Allocation*>* page_table_ = nullptr;
   std::atomic<size_t> extent_{0};
   bool host_protected_ = false;
-  int fd_ = -1;
 };
 
 /// The process's device memory (created on first use).

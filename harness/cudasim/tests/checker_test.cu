@@ -13,7 +13,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
-
+#include <sys/resource.h>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -652,6 +652,24 @@ TEST_F(Checked, HostCodeDereferencesADevicePointer) {
               "host code at .*checker_test.cu:" + std::to_string(line) +
                   ".*dereferenced a device pointer: byte 12 of the 64-byte buffer allocated at .*checker_test.cu:[0-9]+.*"
                   "copy it with cudaMemcpy");
+}
+
+TEST_F(Checked, HostDereferenceIsFoundUnderAFileSizeLimit) {
+  // Graders limit the size of files a test may write (RLIMIT_FSIZE). The checked runtime's two
+  // views of device memory must not count as a file, or sizing them kills the program (SIGXFSZ).
+  // The death test's process inherits the limit and sets up device memory afresh.
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = 1 << 20;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &low), 0);
+  auto run = [&] {
+    float* d = zeros(1 << 21);  // 8 MiB, written by cudaMemset: more than the limit
+    d[5] = 1.f;
+  };
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
+              "dereferenced a device pointer: byte 20 of the 8388608-byte");
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &saved), 0);
 }
 
 TEST_F(Checked, MisalignedFloat4Load) {
