@@ -48,6 +48,16 @@ endfunction()
 # even where the checker cannot see it (see handouts/running-without-a-gpu.md).
 set(CLOCKWORK_CHECK_ENVIRONMENT "CUDASIM_CHECK=all;CUDASIM_ORDER=warps-reverse")
 
+# One backend's test program <name>_<variant>: the test main, GoogleTest, `libs`, and the same
+# variant of each kernel library in `kernel_libs`.
+function(_clockwork_link_test_variant name variant libs kernel_libs)
+  target_include_directories(${name}_${variant} PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(${name}_${variant} PRIVATE clockwork_test_main GTest::gtest ${libs})
+  foreach(lib IN LISTS kernel_libs)
+    target_link_libraries(${name}_${variant} PRIVATE ${lib}_${variant})
+  endforeach()
+endfunction()
+
 # clockwork_add_kernel_test(<name> SOURCES <.cu/.cpp>... [KERNEL_LIBS <base>...] [LIBS <lib>...]
 #                           [LABELS <label>...] [TIMEOUT <s>])
 #   Builds the test for each backend: <name>_sim for the CPU backend (ctest name <name>.sim, label
@@ -79,31 +89,19 @@ function(clockwork_add_kernel_test name)
   endif()
 
   cudasim_add_executable(${name}_sim ${sim_sources})
-  target_include_directories(${name}_sim PRIVATE ${PROJECT_SOURCE_DIR})
-  target_link_libraries(${name}_sim PRIVATE clockwork_test_main GTest::gtest ${T_LIBS})
-  foreach(lib IN LISTS T_KERNEL_LIBS)
-    target_link_libraries(${name}_sim PRIVATE ${lib}_sim)
-  endforeach()
+  _clockwork_link_test_variant(${name} sim "${T_LIBS}" "${T_KERNEL_LIBS}")
   _clockwork_register_test(${name}.sim ${name}_sim "sim;${T_LABELS}" ${T_TIMEOUT})
 
   if(CLOCKWORK_CUDASIM_CHECK AND NOT "slow" IN_LIST T_LABELS AND NOT "llama3-8b" IN_LIST T_LABELS)
     cudasim_add_executable(${name}_check CHECKED ${sim_sources})
-    target_include_directories(${name}_check PRIVATE ${PROJECT_SOURCE_DIR})
-    target_link_libraries(${name}_check PRIVATE clockwork_test_main GTest::gtest ${T_LIBS})
-    foreach(lib IN LISTS T_KERNEL_LIBS)
-      target_link_libraries(${name}_check PRIVATE ${lib}_check)
-    endforeach()
+    _clockwork_link_test_variant(${name} check "${T_LIBS}" "${T_KERNEL_LIBS}")
     _clockwork_register_test(${name}.check ${name}_check "check;${T_LABELS}" ${T_TIMEOUT})
     set_tests_properties(${name}.check PROPERTIES ENVIRONMENT "${CLOCKWORK_CHECK_ENVIRONMENT}")
   endif()
 
   if(CLOCKWORK_HAVE_NVCC)
     add_executable(${name}_cuda ${cuda_sources})
-    target_include_directories(${name}_cuda PRIVATE ${PROJECT_SOURCE_DIR})
-    target_link_libraries(${name}_cuda PRIVATE clockwork_test_main GTest::gtest CUDA::cudart ${T_LIBS})
-    foreach(lib IN LISTS T_KERNEL_LIBS)
-      target_link_libraries(${name}_cuda PRIVATE ${lib}_cuda)
-    endforeach()
+    _clockwork_link_test_variant(${name} cuda "CUDA::cudart;${T_LIBS}" "${T_KERNEL_LIBS}")
     _clockwork_register_test(${name}.cuda ${name}_cuda "cuda;${T_LABELS}" ${T_TIMEOUT})
   endif()
 endfunction()
