@@ -3,7 +3,6 @@
 #include "memory.h"
 
 #include <execinfo.h>
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
