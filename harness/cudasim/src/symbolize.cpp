@@ -102,12 +102,31 @@ std::map<const void*, std::vector<SourceLine>>& line_cache() {
 
 // The runtime, CUDA's and the C++ library's headers, and the test harness's buffers (an allocation
 // made by DeviceBuffer is named after the test line that made the buffer).
+// A CUDA header folder is known by what it holds, not by its name: the toolkit may sit in
+// /usr/local/cuda-13.0/include, /usr/local/cuda/targets/..., or a folder of NVIDIA's header wheels,
+// and the inline wrappers there (the templated cudaMalloc) are never the user's call site.
+bool in_cuda_header_folder(const std::string& f) {
+  static auto* known = new std::map<std::string, bool>;
+  const size_t slash = f.rfind('/');
+  if (slash == std::string::npos) return false;
+  const std::string dir = f.substr(0, slash);
+  std::lock_guard lk(cache_mutex());
+  if (auto it = known->find(dir); it != known->end()) return it->second;
+  struct stat st{};
+  bool cuda = stat((dir + "/cuda_runtime_api.h").c_str(), &st) == 0;
+  if (!cuda) {  // crt/host_defines.h and friends sit one folder down
+    const size_t up = dir.rfind('/');
+    cuda = up != std::string::npos && stat((dir.substr(0, up) + "/cuda_runtime_api.h").c_str(), &st) == 0;
+  }
+  return (*known)[dir] = cuda;
+}
+
 bool is_runtime_file(const std::string& f) {
   return f.empty() || f.find("/harness/cudasim/include/") != std::string::npos ||
          f.find("/harness/check/") != std::string::npos ||
          f.find("/harness/cudasim/src/") != std::string::npos || f.find("/include/c++/") != std::string::npos ||
          f.find("/cuda/include/") != std::string::npos || f.find("/cuda/targets/") != std::string::npos ||
-         f.rfind("/usr/include/", 0) == 0;
+         f.rfind("/usr/include/", 0) == 0 || in_cuda_header_folder(f);
 }
 
 std::string format(const SourceLine& s) {
