@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace clockwork::ref::detail {
 

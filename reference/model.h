@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "kernels/model_config.h"
 #include "reference/ops.h"

@@ -18,7 +18,7 @@
 #include <optional>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "kernels/model_config.h"
 

@@ -32,7 +32,7 @@
 #include <string_view>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "reference/model.h"
 #include "reference/ops.h"

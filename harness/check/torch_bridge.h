@@ -19,7 +19,7 @@
 #include <optional>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "harness/check/compare.h"
 #include "reference/pitfalls.h"

@@ -7,7 +7,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace clockwork::ref::testing {
 

@@ -10,7 +10,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "reference/ops.h"
 #include "reference/tests/check.h"

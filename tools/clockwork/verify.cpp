@@ -24,7 +24,8 @@
 #include <optional>
 #include <stdexcept>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "harness/pipeline/model.h"
 #include "harness/pipeline/cached_model.h"

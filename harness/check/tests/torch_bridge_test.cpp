@@ -2,7 +2,7 @@
 // the reference's pitfall table. Each "student output" below is a pitfall computed on purpose;
 // the check must fail and name that pitfall first, and a correct output must pass untouched.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <cstdint>

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "harness/check/compare.h"
 #include "milestones/milestone3/tests/candidates.h"

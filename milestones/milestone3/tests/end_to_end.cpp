@@ -2,6 +2,7 @@
 #include "milestones/milestone3/tests/end_to_end.h"
 
 #include <gtest/gtest.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "reference/model.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "kernels/model_config.h"
 #include "harness/model/safetensors.h"
