@@ -62,6 +62,9 @@ const CommandSpec kSpec{
         {"layers", "N", "decoder layers (default 2; 1 with --preset)"},
         {"hidden", "D", "hidden size d (default 64)"},
         {"heads", "H", "query heads h (default 4)"},
+        {"head-dim", "N",
+         "head size h_d, even (default d / h; any other value makes Q h*h_d wide, not d, as in "
+         "Gemma 3)"},
         {"kv-heads", "K", "key/value heads h_k, a divisor of h (default 2)"},
         {"ffn", "F", "FFN width d_ff (default 3.5 d rounded up to a multiple of 16)"},
         {"vocab", "V", "vocabulary size, at least 512 = 256 bytes + 256 specials (default 1024)"},
@@ -104,7 +107,7 @@ Plan plan_from_args(const Args& args) {
     if (*preset != "llama3-8b") {
       throw UsageError("--preset is '" + *preset + "'; the only preset is 'llama3-8b'");
     }
-    for (const char* fixed : {"hidden", "heads", "kv-heads", "ffn", "vocab"}) {
+    for (const char* fixed : {"hidden", "heads", "head-dim", "kv-heads", "ffn", "vocab"}) {
       if (args.has(fixed)) {
         throw UsageError(std::string("--") + fixed +
                          " cannot be combined with --preset llama3-8b, which fixes it");
@@ -132,15 +135,23 @@ Plan plan_from_args(const Args& args) {
                      " is too small: the vocabulary must hold the 256 byte tokens and Llama 3's "
                      "256 special tokens (at least 512)");
   }
-  if (c.hidden_size % c.num_heads != 0) {
-    throw UsageError("--hidden " + std::to_string(c.hidden_size) +
-                     " is not a multiple of --heads " + std::to_string(c.num_heads) +
-                     " (head_dim = d / h must be a whole number)");
-  }
-  c.head_dim = c.hidden_size / c.num_heads;
-  if (c.head_dim % 2 != 0) {
-    throw UsageError("head_dim = --hidden / --heads = " + std::to_string(c.head_dim) +
-                     " is odd; RoPE rotates pairs of dimensions, so it must be even");
+  if (args.has("head-dim")) {
+    c.head_dim = args.get_int("head-dim", 0, 2, 1 << 16);
+    if (c.head_dim % 2 != 0) {
+      throw UsageError("--head-dim " + std::to_string(c.head_dim) +
+                       " is odd; RoPE rotates pairs of dimensions, so it must be even");
+    }
+  } else {
+    if (c.hidden_size % c.num_heads != 0) {
+      throw UsageError("--hidden " + std::to_string(c.hidden_size) +
+                       " is not a multiple of --heads " + std::to_string(c.num_heads) +
+                       " (head_dim = d / h must be a whole number; or give --head-dim)");
+    }
+    c.head_dim = c.hidden_size / c.num_heads;
+    if (c.head_dim % 2 != 0) {
+      throw UsageError("head_dim = --hidden / --heads = " + std::to_string(c.head_dim) +
+                       " is odd; RoPE rotates pairs of dimensions, so it must be even");
+    }
   }
   if (c.num_heads % c.num_kv_heads != 0) {
     throw UsageError("--heads " + std::to_string(c.num_heads) +
