@@ -5,7 +5,7 @@
 set(CLOCKWORK_SKIP_REGEX "CLOCKWORK-SKIP:")
 
 function(_clockwork_register_test test_name target labels timeout)
-  add_test(NAME ${test_name} COMMAND ${target} --gtest_color=no)
+  add_test(NAME ${test_name} COMMAND ${target} --gtest_color=no ${ARGN})
   set_tests_properties(${test_name} PROPERTIES
     LABELS "${labels}"
     TIMEOUT ${timeout}
@@ -67,11 +67,14 @@ endfunction()
 #   minutes); and, when nvcc is available, <name>_cuda (ctest name <name>.cuda, label cuda), which
 #   reports itself skipped when no CUDA device is present. KERNEL_LIBS names kernel libraries made
 #   by clockwork_add_kernel_library; the matching variant is linked.
+#   With CASES <case>..., each backend's binary gets one ctest entry per case instead of one in
+#   all: <name>.<case>.sim (and .check, .cuda) runs only the GoogleTest tests matching *<case>*,
+#   for a binary whose tests each take minutes and are worth selecting one by one.
 #   Tests written as .cu files (they define kernels of their own) are compiled once per backend.
 #   Tests that only call launchers are .cpp files: they are compiled once, into an object library
 #   shared by both binaries, which matters when they include libtorch.
 function(clockwork_add_kernel_test name)
-  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;KERNEL_LIBS;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;KERNEL_LIBS;LIBS;LABELS;CASES" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
@@ -90,19 +93,37 @@ function(clockwork_add_kernel_test name)
 
   cudasim_add_executable(${name}_sim ${sim_sources})
   _clockwork_link_test_variant(${name} sim "${T_LIBS}" "${T_KERNEL_LIBS}")
-  _clockwork_register_test(${name}.sim ${name}_sim "sim;${T_LABELS}" ${T_TIMEOUT})
+  _clockwork_register_kernel_test(${name} sim "sim;${T_LABELS}" ${T_TIMEOUT} "${T_CASES}")
 
   if(CLOCKWORK_CUDASIM_CHECK AND NOT "slow" IN_LIST T_LABELS AND NOT "llama3-8b" IN_LIST T_LABELS)
     cudasim_add_executable(${name}_check CHECKED ${sim_sources})
     _clockwork_link_test_variant(${name} check "${T_LIBS}" "${T_KERNEL_LIBS}")
-    _clockwork_register_test(${name}.check ${name}_check "check;${T_LABELS}" ${T_TIMEOUT})
-    set_tests_properties(${name}.check PROPERTIES ENVIRONMENT "${CLOCKWORK_CHECK_ENVIRONMENT}")
+    _clockwork_register_kernel_test(${name} check "check;${T_LABELS}" ${T_TIMEOUT} "${T_CASES}")
   endif()
 
   if(CLOCKWORK_HAVE_NVCC)
     add_executable(${name}_cuda ${cuda_sources})
     _clockwork_link_test_variant(${name} cuda "CUDA::cudart;${T_LIBS}" "${T_KERNEL_LIBS}")
-    _clockwork_register_test(${name}.cuda ${name}_cuda "cuda;${T_LABELS}" ${T_TIMEOUT})
+    _clockwork_register_kernel_test(${name} cuda "cuda;${T_LABELS}" ${T_TIMEOUT} "${T_CASES}")
+  endif()
+endfunction()
+
+# The ctest entries of one backend's kernel test binary: <name>.<variant>, or with cases one
+# <name>.<case>.<variant> per case, filtered to the GoogleTest tests matching *<case>*.
+function(_clockwork_register_kernel_test name variant labels timeout cases)
+  set(entries)
+  if(cases)
+    foreach(c IN LISTS cases)
+      _clockwork_register_test(${name}.${c}.${variant} ${name}_${variant} "${labels}" ${timeout}
+                               "--gtest_filter=*${c}*")
+      list(APPEND entries ${name}.${c}.${variant})
+    endforeach()
+  else()
+    _clockwork_register_test(${name}.${variant} ${name}_${variant} "${labels}" ${timeout})
+    set(entries ${name}.${variant})
+  endif()
+  if(variant STREQUAL "check")
+    set_tests_properties(${entries} PROPERTIES ENVIRONMENT "${CLOCKWORK_CHECK_ENVIRONMENT}")
   endif()
 endfunction()
 

@@ -38,7 +38,9 @@ struct ModelConfig {
   int64_t num_layers = 0;                   ///< L (`num_hidden_layers`)
   int64_t num_heads = 0;                    ///< h (`num_attention_heads`)
   int64_t num_kv_heads = 0;                 ///< h_k (`num_key_value_heads`; defaults to h)
-  int64_t head_dim = 0;                     ///< h_d = d / h (`head_dim`, if present, must agree)
+  /// h_d (`head_dim`; d / h when absent). Need not equal d / h: Q is [s, h·h_d] and K, V are
+  /// [s, h_k·h_d] whatever d is, and the O projection maps h·h_d back to d.
+  int64_t head_dim = 0;
   int64_t intermediate_size = 0;            ///< d_ff
   int64_t vocab_size = 0;                   ///< V
   int64_t max_position_embeddings = 0;      ///< context length
@@ -57,8 +59,8 @@ struct ModelConfig {
   /// Same, from the JSON text (`origin` names the source in error messages).
   static ModelConfig from_json_text(const std::string& text, const std::string& origin);
 
-  /// Checks the values: positive sizes, d == h * h_d, h divisible by h_k, even h_d (RoPE rotates
-  /// pairs), eps > 0, theta > 0, a supported rope_scaling, token ids inside the vocabulary.
+  /// Checks the values: positive sizes, h divisible by h_k, even h_d (RoPE rotates pairs),
+  /// eps > 0, theta > 0, a supported rope_scaling, token ids inside the vocabulary.
   /// Throws ConfigError whose message starts with `origin`. from_json_text() calls it.
   void validate(const std::string& origin) const;
 

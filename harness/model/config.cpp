@@ -171,6 +171,8 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
 
   require_positive(origin, "hidden_size", c.hidden_size);
   require_positive(origin, "num_attention_heads", c.num_heads);
+  // Llama has d == h * h_d, but the key is free: Gemma 3 1B has d = 1152 and 4 heads of 256,
+  // so Q is wider than the residual stream and the O projection maps h * h_d back to d.
   if (auto hd = r.optional_int("head_dim")) {
     c.head_dim = *hd;
   } else {
@@ -248,12 +250,6 @@ void ModelConfig::validate(const std::string& origin) const {
   require_positive(origin, "rms_norm_eps", rms_norm_eps);
   require_positive(origin, "rope_theta", rope_theta);
 
-  if (hidden_size != num_heads * head_dim) {
-    config_fail(origin, "hidden_size " + std::to_string(hidden_size) + " != num_attention_heads " +
-                            std::to_string(num_heads) + " x head_dim " + std::to_string(head_dim) +
-                            " = " + std::to_string(num_heads * head_dim) +
-                            " (expected d == h * h_d)");
-  }
   if (head_dim % 2 != 0) {
     config_fail(origin, "head_dim " + std::to_string(head_dim) +
                             " is odd; RoPE rotates pairs (x_i, x_{i + h_d/2}), so it must be even");

@@ -82,7 +82,7 @@ const std::vector<Preset>& presets() {
   return list;
 }
 
-const char* const kShapeKeys = "s, d, h, h_k, d_ff, V";
+const char* const kShapeKeys = "s, d, h, h_d, h_k, d_ff, V";
 
 std::string shape_grammar() {
   std::string names;
@@ -90,15 +90,24 @@ std::string shape_grammar() {
   return "presets " + names + "; or key=value with keys " + kShapeKeys;
 }
 
-void finish_shape(Shape& shape, const std::string& text) {
-  if (shape.d % shape.n_heads != 0) {
-    throw UsageError("--shape '" + text + "': d=" + std::to_string(shape.d) +
-                     " is not a multiple of h=" + std::to_string(shape.n_heads));
-  }
-  shape.head_dim = shape.d / shape.n_heads;
-  if (shape.head_dim % 2 != 0) {
-    throw UsageError("--shape '" + text + "': the head dimension d/h=" +
-                     std::to_string(shape.head_dim) + " must be even (RoPE pairs its halves)");
+// h_d is d / h unless the shape sets it (Gemma 3 has h·h_d != d).
+void finish_shape(Shape& shape, const std::string& text, bool head_dim_given) {
+  if (head_dim_given) {
+    if (shape.head_dim % 2 != 0) {
+      throw UsageError("--shape '" + text + "': h_d=" + std::to_string(shape.head_dim) +
+                       " must be even (RoPE pairs its halves)");
+    }
+  } else {
+    if (shape.d % shape.n_heads != 0) {
+      throw UsageError("--shape '" + text + "': d=" + std::to_string(shape.d) +
+                       " is not a multiple of h=" + std::to_string(shape.n_heads) +
+                       " (or set h_d)");
+    }
+    shape.head_dim = shape.d / shape.n_heads;
+    if (shape.head_dim % 2 != 0) {
+      throw UsageError("--shape '" + text + "': the head dimension d/h=" +
+                       std::to_string(shape.head_dim) + " must be even (RoPE pairs its halves)");
+    }
   }
   if (shape.n_heads % shape.n_kv_heads != 0) {
     throw UsageError("--shape '" + text + "': h=" + std::to_string(shape.n_heads) +
@@ -470,8 +479,8 @@ CommandSpec make_spec() {
           {"op", "NAMES", "ops to run, comma-separated (default: all; see --list)"},
           {"shape", "SPEC",
            "shapes to run at, comma-separated: a preset (decode, prefill, sim-decode, "
-           "sim-prefill) starts a shape, key=value changes it (keys s, d, h, h_k, d_ff, V; "
-           "alone they change Llama-3-8B at s=1). Default: decode,prefill on the GPU, "
+           "sim-prefill) starts a shape, key=value changes it (keys s, d, h, h_d, h_k, d_ff, "
+           "V; h_d is d/h unless given; alone they change Llama-3-8B at s=1). Default: decode,prefill on the GPU, "
            "sim-decode,sim-prefill on the CPU backend"},
           {"variant", "NAMES", "only these variants, comma-separated (e.g. tiled, or naive,tiled)"},
           {"repetitions", "N", "timed runs per measurement (default 20 on the GPU, 5 on the CPU)"},
@@ -586,7 +595,7 @@ std::vector<Shape> parse_shapes(const std::string& text) {
     std::string name;
     for (const std::string& t : tokens) name += (name.empty() ? "" : ",") + t;
     shapes.back().name = name;
-    finish_shape(shapes.back(), name);
+    finish_shape(shapes.back(), name, keys.count("h_d") > 0);
   };
   for (const std::string& token : split(text, ',')) {
     if (token.empty()) throw UsageError("--shape '" + text + "' has an empty part");
@@ -619,7 +628,8 @@ std::vector<Shape> parse_shapes(const std::string& text) {
       int max;
     };
     const Key table[] = {{"s", &shape.s, 8192},        {"d", &shape.d, 16384},
-                         {"h", &shape.n_heads, 256},   {"h_k", &shape.n_kv_heads, 256},
+                         {"h", &shape.n_heads, 256},   {"h_d", &shape.head_dim, 1024},
+                         {"h_k", &shape.n_kv_heads, 256},
                          {"d_ff", &shape.d_ff, 65536}, {"V", &shape.vocab, 262144}};
     const Key* k = nullptr;
     for (const Key& candidate : table) {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <stdexcept>
 
@@ -16,6 +17,7 @@
 #include "tools/clockwork/commands.h"
 #include "tools/clockwork/kv_cache_args.h"
 #include "harness/model/model_dir.h"
+#include "tools/clockwork/npy.h"
 #include "tools/clockwork/sampling.h"
 
 namespace clockwork::cli {
@@ -51,6 +53,9 @@ const CommandSpec kSpec{
          "none, contiguous or paged (default contiguous): how keys and values of earlier "
          "positions are kept between steps; none re-runs the whole sequence every step"},
         {"page-size", "N", "with --kv-cache paged: positions per page (default 16)"},
+        {"dump-logits", "FILE",
+         "write each step's logits (of the last position, before temperature) to FILE as a "
+         "float32 .npy array of shape [steps, V], for comparison with another implementation"},
     },
     "",
     "examples:\n"
@@ -81,6 +86,8 @@ int cmd_generate(const std::vector<std::string>& argv) {
   const SamplingOptions sampling = sampling_from_args(args);
   check_backend(args.get("backend").value_or(backend_name()));
   const KvCacheArgs cache_args = kv_cache_args(args);
+  const std::optional<std::string> dump_path = args.get("dump-logits");
+  if (dump_path) check_writable_file(*dump_path, "--dump-logits");
 
   // Everything cheap is checked before the weights are copied to the device.
   const fs::path dir = require_model_dir(model_arg);
@@ -131,6 +138,14 @@ int cmd_generate(const std::vector<std::string>& argv) {
   const int32_t choosable =
       std::min<int32_t>(tokenizer.vocab_size(), static_cast<int32_t>(config.vocab_size));
   std::vector<int32_t> generated;
+  std::vector<std::vector<float>> dumped;  // with --dump-logits: each step's logits
+  auto dump = [&] {
+    if (!dump_path) return;
+    write_npy_f32(*dump_path, dumped, static_cast<uint64_t>(config.vocab_size));
+    std::fprintf(stderr, "logits of %zu steps written to %s ([%zu, %lld] float32)\n",
+                 dumped.size(), dump_path->c_str(), dumped.size(),
+                 static_cast<long long>(config.vocab_size));
+  };
   std::vector<double> step_ms;
   std::string stop_reason = "--max-new-tokens reached";
   for (int64_t step = 0; step < max_new; ++step) {
@@ -140,8 +155,10 @@ int cmd_generate(const std::vector<std::string>& argv) {
     }
     const auto t0 = Clock::now();
     const std::vector<float> logits = model.logits(ids);
+    if (dump_path) dumped.push_back(logits);
     if (!std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); })) {
       std::cout << decoder.flush() << "\n";
+      dump();  // the bad step included: it is what one wants to look at
       throw std::runtime_error("the model's logits hold NaN or infinity at step " +
                                std::to_string(step + 1) + "; run clockwork verify --model " +
                                model_arg + " to find the first layer that goes wrong");
@@ -163,6 +180,7 @@ int cmd_generate(const std::vector<std::string>& argv) {
     std::cout << "\n";
   }
   std::cout.flush();
+  dump();
 
   if (step_ms.empty()) {
     std::fprintf(stderr, "generated no tokens (%s)\n", stop_reason.c_str());

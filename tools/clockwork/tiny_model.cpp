@@ -62,23 +62,58 @@ const CommandSpec kSpec{
         {"layers", "N", "decoder layers (default 2; 1 with --preset)"},
         {"hidden", "D", "hidden size d (default 64)"},
         {"heads", "H", "query heads h (default 4)"},
+        {"head-dim", "N",
+         "head size h_d, even (default d / h; any other value makes Q h*h_d wide, not d, as in "
+         "Gemma 3)"},
         {"kv-heads", "K", "key/value heads h_k, a divisor of h (default 2)"},
         {"ffn", "F", "FFN width d_ff (default 3.5 d rounded up to a multiple of 16)"},
         {"vocab", "V", "vocabulary size, at least 512 = 256 bytes + 256 specials (default 1024)"},
-        {"context", "N", "max_position_embeddings (default 2048; 8192 with --preset)"},
+        {"context", "N",
+         "max_position_embeddings (default 2048; with --preset the model's: 8192 for llama3-8b, "
+         "131072 for the others)"},
         {"seed", "S", "seed of the random weights (default 1)"},
         {"shards", "N", "number of safetensors shards (default 1: a single model.safetensors)"},
         {"tie", "", "tie lm_head to the embedding table (tie_word_embeddings, as Llama 3.2)"},
         {"preset", "NAME",
-         "llama3-8b: Llama-3-8B's exact sizes (d=4096, h=32, h_k=8, d_ff=14336, "
-         "V=128256) with --layers layers"},
+         "a released model's exact sizes and configuration with --layers of its layers: "
+         "llama3-8b (d=4096, h=32, h_k=8, d_ff=14336, 32 layers), llama3.1-8b (the same with "
+         "llama3 rope scaling, factor 8), llama3.2-3b (d=3072, h=24, h_k=8, d_ff=8192, 28 "
+         "layers, tied, factor 32), llama3.2-1b (d=2048, h=32, h_k=8, d_ff=8192, 16 layers, "
+         "tied, factor 32); V=128256 for all"},
         {"force", "", "replace DIR if it already holds a model"},
     },
     "",
     "examples:\n"
     "  clockwork tiny-model --out tiny\n"
     "  clockwork tiny-model --out tiny-sharded --layers 4 --shards 3 --tie\n"
-    "  clockwork tiny-model --out llama-1layer --preset llama3-8b --layers 1 --shards 2"};
+    "  clockwork tiny-model --out llama-1layer --preset llama3-8b --layers 1 --shards 2\n"
+    "  clockwork tiny-model --out llama32-1b --preset llama3.2-1b --layers 16"};
+
+// The released checkpoints' config.json values (HuggingFace meta-llama/*). All have V = 128256,
+// rope_theta 500000 and rms_norm_eps 1e-5; 3.1 and 3.2 add llama3 rope scaling with
+// low_freq_factor 1, high_freq_factor 4 and original_max_position_embeddings 8192.
+struct Preset {
+  const char* name;
+  int64_t layers, hidden, heads, kv_heads, ffn, context;  // h_d = hidden / heads for all
+  bool tied;
+  double rope_factor;  // 0: no rope_scaling (Llama-3-8B)
+};
+
+constexpr Preset kPresets[] = {
+    {"llama3-8b", 32, 4096, 32, 8, 14336, 8192, false, 0.0},
+    {"llama3.1-8b", 32, 4096, 32, 8, 14336, 131072, false, 8.0},
+    {"llama3.2-3b", 28, 3072, 24, 8, 8192, 131072, true, 32.0},
+    {"llama3.2-1b", 16, 2048, 32, 8, 8192, 131072, true, 32.0},
+};
+
+const Preset& find_preset(const std::string& name) {
+  std::string known;
+  for (const Preset& p : kPresets) {
+    if (name == p.name) return p;
+    known += std::string(known.empty() ? "" : ", ") + p.name;
+  }
+  throw UsageError("--preset is '" + name + "'; the presets are " + known);
+}
 
 struct Plan {
   ModelConfig config;
@@ -100,23 +135,25 @@ Plan plan_from_args(const Args& args) {
   c.rope_theta = 500000.0;
   c.torch_dtype = "bfloat16";
 
-  if (auto preset = args.get("preset")) {
-    if (*preset != "llama3-8b") {
-      throw UsageError("--preset is '" + *preset + "'; the only preset is 'llama3-8b'");
-    }
-    for (const char* fixed : {"hidden", "heads", "kv-heads", "ffn", "vocab"}) {
+  if (auto name = args.get("preset")) {
+    const Preset& preset = find_preset(*name);
+    for (const char* fixed : {"hidden", "heads", "head-dim", "kv-heads", "ffn", "vocab"}) {
       if (args.has(fixed)) {
-        throw UsageError(std::string("--") + fixed +
-                         " cannot be combined with --preset llama3-8b, which fixes it");
+        throw UsageError(std::string("--") + fixed + " cannot be combined with --preset " +
+                         preset.name + ", which fixes it");
       }
     }
-    c.num_layers = args.get_int("layers", 1, 1, 32);
-    c.hidden_size = 4096;
-    c.num_heads = 32;
-    c.num_kv_heads = 8;
-    c.intermediate_size = 14336;
+    if (preset.tied) c.tie_word_embeddings = true;
+    c.num_layers = args.get_int("layers", 1, 1, preset.layers);
+    c.hidden_size = preset.hidden;
+    c.num_heads = preset.heads;
+    c.num_kv_heads = preset.kv_heads;
+    c.intermediate_size = preset.ffn;
     c.vocab_size = 128256;
-    c.max_position_embeddings = args.get_int("context", 8192, 2, 1 << 20);
+    c.max_position_embeddings = args.get_int("context", preset.context, 2, 1 << 20);
+    if (preset.rope_factor > 0) {
+      c.rope_scaling = RopeScaling{"llama3", preset.rope_factor, 1.0, 4.0, 8192};
+    }
   } else {
     c.num_layers = args.get_int("layers", 2, 1, 1024);
     c.hidden_size = args.get_int("hidden", 64, 2, 1 << 16);
@@ -132,15 +169,23 @@ Plan plan_from_args(const Args& args) {
                      " is too small: the vocabulary must hold the 256 byte tokens and Llama 3's "
                      "256 special tokens (at least 512)");
   }
-  if (c.hidden_size % c.num_heads != 0) {
-    throw UsageError("--hidden " + std::to_string(c.hidden_size) +
-                     " is not a multiple of --heads " + std::to_string(c.num_heads) +
-                     " (head_dim = d / h must be a whole number)");
-  }
-  c.head_dim = c.hidden_size / c.num_heads;
-  if (c.head_dim % 2 != 0) {
-    throw UsageError("head_dim = --hidden / --heads = " + std::to_string(c.head_dim) +
-                     " is odd; RoPE rotates pairs of dimensions, so it must be even");
+  if (args.has("head-dim")) {
+    c.head_dim = args.get_int("head-dim", 0, 2, 1 << 16);
+    if (c.head_dim % 2 != 0) {
+      throw UsageError("--head-dim " + std::to_string(c.head_dim) +
+                       " is odd; RoPE rotates pairs of dimensions, so it must be even");
+    }
+  } else {
+    if (c.hidden_size % c.num_heads != 0) {
+      throw UsageError("--hidden " + std::to_string(c.hidden_size) +
+                       " is not a multiple of --heads " + std::to_string(c.num_heads) +
+                       " (head_dim = d / h must be a whole number; or give --head-dim)");
+    }
+    c.head_dim = c.hidden_size / c.num_heads;
+    if (c.head_dim % 2 != 0) {
+      throw UsageError("head_dim = --hidden / --heads = " + std::to_string(c.head_dim) +
+                       " is odd; RoPE rotates pairs of dimensions, so it must be even");
+    }
   }
   if (c.num_heads % c.num_kv_heads != 0) {
     throw UsageError("--heads " + std::to_string(c.num_heads) +
@@ -576,7 +621,8 @@ int cmd_tiny_model(const std::vector<std::string>& argv) {
             << ", h_k=" << config.num_kv_heads << ", h_d=" << config.head_dim
             << ", d_ff=" << config.intermediate_size << ", V=" << config.vocab_size << ", context "
             << config.max_position_embeddings
-            << (config.tie_word_embeddings ? ", tied embeddings" : "") << "\n"
+            << (config.tie_word_embeddings ? ", tied embeddings" : "")
+            << (config.rope_scaling ? ", llama3 rope scaling" : "") << "\n"
             << "  weights: " << group_digits(total / 2) << " parameters, " << human_bytes(total)
             << " bf16 in " << plan.shards << (plan.shards == 1 ? " file" : " shards")
             << " (random, seed " << plan.seed << ")\n"

@@ -34,6 +34,7 @@
 #include "tools/clockwork/commands.h"
 #include "tools/clockwork/kv_cache_args.h"
 #include "harness/model/model_dir.h"
+#include "tools/clockwork/npy.h"
 
 namespace clockwork::cli {
 
@@ -58,6 +59,10 @@ const CommandSpec kSpec{
          "none, contiguous or paged (default contiguous): after the gate, run the same steps "
          "with this cache and compare them with the uncached ones; none skips that check"},
         {"page-size", "N", "with --kv-cache paged: positions per page (default 16)"},
+        {"dump-logits", "FILE",
+         "write the model's logits of each gate step (last position) to FILE as a float32 .npy "
+         "array of shape [steps, V]"},
+        {"dump-reference-logits", "FILE", "the same for the reference's logits"},
     },
     "",
     "The reference runs on the CPU in fp32 with the checkpoint's bf16 weights; for an 8B model\n"
@@ -162,6 +167,14 @@ int run_verify(const std::vector<std::string>& argv) {
   const int64_t steps = args.get_int("steps", 4, 1, 4096);
   check_backend(args.get("backend").value_or(backend_name()));
   const KvCacheArgs cache_args = kv_cache_args(args);
+  const std::optional<std::string> dump_model = args.get("dump-logits");
+  const std::optional<std::string> dump_reference = args.get("dump-reference-logits");
+  if (dump_model) check_writable_file(*dump_model, "--dump-logits");
+  if (dump_reference) check_writable_file(*dump_reference, "--dump-reference-logits");
+  if (dump_model && dump_reference && fs::path(*dump_model) == fs::path(*dump_reference)) {
+    throw UsageError("--dump-logits and --dump-reference-logits name the same file " +
+                     *dump_model);
+  }
 
   const fs::path dir = require_model_dir(model_arg);
   const ModelConfig config = load_config(dir);
@@ -265,6 +278,7 @@ int run_verify(const std::vector<std::string>& argv) {
   std::string first_failure;
   std::vector<std::vector<float>> uncached;  // the model's logits of each step, for the cache check
   std::vector<int32_t> appended;             // the token appended after each step
+  std::vector<std::vector<float>> reference_rows;  // with --dump-reference-logits
   for (int64_t step = 0; step < steps; ++step) {
     if (step > 0) {
       if (static_cast<int64_t>(ids.size()) >= config.max_position_embeddings) {
@@ -296,8 +310,21 @@ int run_verify(const std::vector<std::string>& argv) {
       }
     }
     uncached.push_back(device_logits);
+    if (dump_reference) reference_rows.push_back(ref_logits);
     appended.push_back(ref_top[0]);
     ids.push_back(ref_top[0]);
+  }
+  // Both sides saw the same ids at every step (the reference's choices), so row i of the two
+  // files is the same question.
+  const uint64_t vocab = static_cast<uint64_t>(config.vocab_size);
+  if (dump_model) {
+    write_npy_f32(*dump_model, uncached, vocab);
+    std::printf("  the model's logits of %zu steps: %s\n", uncached.size(), dump_model->c_str());
+  }
+  if (dump_reference) {
+    write_npy_f32(*dump_reference, reference_rows, vocab);
+    std::printf("  the reference's logits of %zu steps: %s\n", reference_rows.size(),
+                dump_reference->c_str());
   }
 
   // The cache check: the same steps with a KV cache, against the uncached logits above.

@@ -152,6 +152,32 @@ TEST(Config, ReadsLlama32_1B) {
   EXPECT_EQ(c.rope_scaling->original_max_position_embeddings, 8192);
 }
 
+// Gemma 3 1B's attention shapes: d = 1152 but 4 heads of 256, so Q is 1024 wide and d / h (288)
+// is not the head size. The key is read as written, not checked against d / h.
+TEST(Config, HeadDimNeedNotBeHiddenOverHeads) {
+  json j = json::parse(kLlama32_1B);
+  j["hidden_size"] = 1152;
+  j["num_attention_heads"] = 4;
+  j["num_key_value_heads"] = 1;
+  j["head_dim"] = 256;
+  const ModelConfig c = parse(j);
+  EXPECT_EQ(c.hidden_size, 1152);
+  EXPECT_EQ(c.head_dim, 256) << "head_dim is read from the file, not derived as d / h = 288";
+  EXPECT_EQ(c.num_heads * c.head_dim, 1024);
+  EXPECT_TRUE(parse(json::parse(c.to_json())) == c) << "to_json() must keep head_dim";
+
+  // With the key, d need not even be a multiple of h (d / h would be undefined).
+  j["hidden_size"] = 1150;
+  EXPECT_EQ(parse(j).head_dim, 256);
+  // A null head_dim means "use the default", d / h, like every other optional field.
+  j["hidden_size"] = 1152;
+  j["head_dim"] = nullptr;
+  EXPECT_EQ(parse(j).head_dim, 288);
+  j["hidden_size"] = 1150;
+  EXPECT_TRUE(Mentions(config_error_of([&] { parse(j); }),
+                       {"'hidden_size' (1150) is not divisible by 'num_attention_heads' (4)"}));
+}
+
 TEST(Config, OptionalFieldsTakeTheirDefaults) {
   json j = json::parse(kLlama3_8B);
   j.erase("num_key_value_heads");
@@ -372,9 +398,15 @@ const InvalidConfig kInvalidConfigs[] = {
     {"HeadsDoNotDivideHidden",
      [](json& j) { j["num_attention_heads"] = 30; },
      {"'hidden_size' (4096) is not divisible by 'num_attention_heads' (30)"}},
-    {"HeadDimMismatch",
-     [](json& j) { j["head_dim"] = 100; },
-     {"hidden_size 4096 != num_attention_heads 32 x head_dim 100 = 3200"}},
+    {"HeadDimZero", [](json& j) { j["head_dim"] = 0; }, {"field 'head_dim' is 0"}},
+    {"HeadDimNegative", [](json& j) { j["head_dim"] = -128; }, {"field 'head_dim' is -128"}},
+    {"HeadDimString",
+     [](json& j) { j["head_dim"] = "128"; },
+     {"field 'head_dim' is the string \"128\", expected an integer"}},
+    {"HeadDimFractional",
+     [](json& j) { j["head_dim"] = 127.5; },
+     {"field 'head_dim' is the number 127.5, expected an integer"}},
+    {"HeadDimKeyOdd", [](json& j) { j["head_dim"] = 127; }, {"head_dim 127 is odd"}},
     {"HeadDimOdd",
      [](json& j) {
        j["hidden_size"] = 32 * 127;

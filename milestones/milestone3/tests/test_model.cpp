@@ -41,6 +41,7 @@ struct ModelCase {
   bool tied, sharded;
   std::optional<RopeScaling> scaling;
   const char* why;
+  int64_t head_dim = 16;  // 16 = d / h; anything else makes Q and attn h·h_d wide, not d
 };
 
 // Two layers of the tiny shape (tiny_config.h), with the case's KV heads, tying and scaling.
@@ -48,6 +49,7 @@ ModelConfig tiny_config(const ModelCase& m) {
   ModelConfig c = tiny_test_config(m.n_kv_heads, 2, 40);
   c.tie_word_embeddings = m.tied;
   c.rope_scaling = m.scaling;
+  c.head_dim = m.head_dim;
   return c;
 }
 
@@ -92,10 +94,12 @@ std::vector<int64_t> widen(const std::vector<int32_t>& ids) {
 
 void check_model(const ModelCase& m) {
   const ModelConfig c = tiny_config(m);
-  SCOPED_TRACE(std::string("tiny Llama, h_k=") + std::to_string(c.num_kv_heads) +
+  SCOPED_TRACE(std::string("tiny Llama, h_d=") + std::to_string(c.head_dim) +
+               ", h_k=" + std::to_string(c.num_kv_heads) +
                (m.tied ? ", tied" : ", untied") + (m.sharded ? ", 3 shards" : ", one file") + " (" +
                m.why + ")");
-  const uint64_t seed = test_seed(2200 + m.n_kv_heads * 4 + m.tied * 2 + m.sharded);
+  const uint64_t seed =
+      test_seed(2200 + m.n_kv_heads * 4 + m.tied * 2 + m.sharded + (m.head_dim != 16) * 100);
   const Weights weights = ref::random_weights(c, seed);
   TempDir dir;
   write_checkpoint(dir.path(), c, weights, m.sharded);
@@ -178,6 +182,19 @@ TEST(Model, GqaRatioFourUntiedShards) {
 TEST(Model, Llama3RopeScaling) {
   check_model(
       {2, false, false, RopeScaling{"llama3", 8.0, 1.0, 4.0, 16}, "Llama 3.1 style rope_scaling"});
+}
+
+// Heads wider than d / h, as in Gemma 3 (d = 1152, 4 heads of 256): Q and the attention output
+// are h·h_d = 80 wide, K and V h_k·h_d = 40, and the O projection maps 80 back to d = 64. A
+// pipeline that sizes any of them by d reads past a buffer or drops columns. 20 also differs from
+// every other size of the tiny shape.
+TEST(Model, HeadDimOtherThanHiddenOverHeads) {
+  check_model({2, false, false, std::nullopt, "h·h_d = 80 != d = 64, like Gemma 3", 20});
+}
+
+TEST(Model, HeadDimOtherThanHiddenOverHeadsTiedScaled) {
+  check_model({1, true, true, RopeScaling{"llama3", 8.0, 1.0, 4.0, 16},
+               "h·h_d = 32 < d = 64, tied, rope scaling", 8});
 }
 
 // The forward pass names its pieces for profilers (harness/profiling/nvtx.h): every layer, and

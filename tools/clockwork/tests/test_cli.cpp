@@ -4,7 +4,10 @@
 // The comparison of generated tokens with the libtorch reference is in test_cli_reference.cpp.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
@@ -21,6 +24,7 @@
 #include "harness/model/safetensors.h"
 #include "harness/model/tokenizer.h"
 #include "harness/testing/cli_runner.h"
+#include "tools/clockwork/tests/npy_reader.h"
 
 namespace clockwork::cli_test {
 namespace {
@@ -326,8 +330,11 @@ TEST_F(Cli, TinyModelRejectsBadOptions) {
       {{"--hidden", "60", "--heads", "8"}, "--heads"},
       {{"--hidden", "64", "--heads", "64"}, "odd"},
       {{"--heads", "6", "--kv-heads", "4", "--hidden", "96"}, "--kv-heads"},
-      {{"--preset", "llama2"}, "llama3-8b"},
+      {{"--preset", "llama2"}, "llama3-8b, llama3.1-8b, llama3.2-3b, llama3.2-1b"},
       {{"--preset", "llama3-8b", "--hidden", "128"}, "--hidden"},
+      {{"--preset", "llama3.2-1b", "--head-dim", "128"}, "--head-dim"},
+      {{"--preset", "llama3.2-1b", "--layers", "17"}, "--layers"},
+      {{"--head-dim", "15"}, "--head-dim 15"},
       {{"--layers", "two"}, "--layers"},
       {{"--layers", "0"}, "--layers"},
       {{"--shards", "99"}, "--shards"},
@@ -675,6 +682,122 @@ TEST_F(Cli, GenerateStopsAtTheEndOfTheContext) {
                                "--max-new-tokens", "30", "--print-ids"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_LE(generated_ids(r.out).size(), 48 - prompt_tokens + 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// generate --dump-logits
+// ---------------------------------------------------------------------------------------------
+
+// Files other than `keep` in `dir`: a leftover temporary file shows here.
+std::vector<std::string> other_files(const fs::path& dir, const std::string& keep) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename() != keep) names.push_back(e.path().filename().string());
+  }
+  return names;
+}
+
+// Greedy generation's choice at each step is the argmax of that step's logits, so the file's
+// rows must peak at exactly the printed ids: the file holds what the model computed, one row per
+// step, in order.
+TEST_F(Cli, GenerateDumpLogitsWritesEachStepAsNpy) {
+  if (backend_missing()) GTEST_SKIP() << "no device for this binary";
+  const ModelConfig c = ModelConfig::from_file(model() / "config.json");
+  const fs::path dir = root() / "dump";
+  fs::create_directories(dir);
+  const fs::path file = dir / "logits.npy";
+  const std::vector<std::string> args{"generate",         "--model",  model().string(),
+                                      "--prompt",         "The clock in the hall",
+                                      "--max-new-tokens", "5",        "--print-ids",
+                                      "--dump-logits",    file.string()};
+  const RunResult r = run_cli(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::vector<int32_t> ids = generated_ids(r.out);
+  ASSERT_FALSE(ids.empty()) << r.out;
+  EXPECT_NE(r.err.find("written to " + file.string()), std::string::npos) << r.err;
+
+  const Npy n = read_npy(file);
+  ASSERT_EQ(n.problem, "");
+  ASSERT_EQ(n.shape, (std::vector<uint64_t>{ids.size(), static_cast<uint64_t>(c.vocab_size)}))
+      << "expected [steps, V]";
+  const size_t V = static_cast<size_t>(c.vocab_size);
+  for (size_t step = 0; step < ids.size(); ++step) {
+    const float* row = n.values.data() + step * V;
+    EXPECT_TRUE(std::all_of(row, row + V, [](float v) { return std::isfinite(v); }))
+        << "step " << step;
+    const size_t peak = static_cast<size_t>(std::max_element(row, row + V) - row);
+    EXPECT_EQ(peak, static_cast<size_t>(ids[step]))
+        << "step " << step << ": the row's largest logit is not the token generated there";
+    // Random weights still give spread logits; a row of one repeated value is not logits.
+    EXPECT_GT(*std::max_element(row, row + V), *std::min_element(row, row + V)) << step;
+  }
+  EXPECT_EQ(other_files(dir, "logits.npy"), std::vector<std::string>{})
+      << "a temporary file was left behind";
+
+  // The same run again replaces the file with the same bytes (greedy is deterministic), and the
+  // uncached path computes the same choices.
+  const std::string first = read_file(file);
+  ASSERT_EQ(run_cli(args).code, 0);
+  EXPECT_EQ(read_file(file), first);
+  std::vector<std::string> uncached = args;
+  uncached.insert(uncached.end(), {"--kv-cache", "none"});
+  ASSERT_EQ(run_cli(uncached).code, 0);
+  EXPECT_EQ(read_npy(file).shape, n.shape);
+
+  // No new tokens: a valid empty array [0, V].
+  std::vector<std::string> none = args;
+  none[6] = "0";  // --max-new-tokens 0
+  ASSERT_EQ(run_cli(none).code, 0);
+  const Npy empty = read_npy(file);
+  EXPECT_EQ(empty.problem, "");
+  EXPECT_EQ(empty.shape, (std::vector<uint64_t>{0, static_cast<uint64_t>(V)}));
+}
+
+// The file appears whole or not at all: a run that cannot finish writing it leaves an earlier
+// file untouched and no temporary file behind. A file size limit makes the write fail partway
+// (the program then sees EFBIG instead of being killed, since the signal is ignored).
+TEST_F(Cli, GenerateDumpLogitsIsNeverHalfWritten) {
+  if (backend_missing()) GTEST_SKIP() << "no device for this binary";
+  const fs::path dir = root() / "dump-limit";
+  fs::create_directories(dir);
+  const fs::path file = dir / "logits.npy";
+  write_file(file, "an earlier file");
+  const std::vector<std::string> args{"generate",         "--model",  model().string(),
+                                      "--prompt",         "The clock in the hall",
+                                      "--max-new-tokens", "4",        "--dump-logits",
+                                      file.string()};
+  // 4 steps of V = 1024 float32 logits are 16 KiB; the limit stops the file at 6 KiB, while
+  // the captured stdout and stderr stay far below it.
+  struct rlimit old_limit {};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  struct rlimit small = old_limit;
+  small.rlim_cur = 6 * 1024;
+  void (*old_handler)(int) = std::signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  const RunResult r = run_cli(args);
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  std::signal(SIGXFSZ, old_handler);
+  // The run got as far as writing, so stderr holds the load report before the error line.
+  EXPECT_EQ(r.code, 1) << r.err;
+  const size_t error_at = r.err.find("clockwork generate: error: ");
+  ASSERT_NE(error_at, std::string::npos) << r.err;
+  const std::string error_line = r.err.substr(error_at);
+  EXPECT_NE(error_line.find(file.string()), std::string::npos) << error_line;
+  EXPECT_NE(error_line.find("write failed"), std::string::npos) << error_line;
+  EXPECT_EQ(read_file(file), "an earlier file") << "the earlier file was changed";
+  EXPECT_EQ(other_files(dir, "logits.npy"), std::vector<std::string>{})
+      << "the temporary file was left behind";
+
+  // Bad paths are refused before the model loads, naming the option.
+  const std::string missing = (root() / "no-such-dir" / "l.npy").string();
+  EXPECT_EQ(check_error(run_cli({"generate", "--model", model().string(), "--prompt", "Hi",
+                                 "--dump-logits", missing}),
+                        "generate", 2, {"--dump-logits", "does not exist"}),
+            "");
+  EXPECT_EQ(check_error(run_cli({"generate", "--model", model().string(), "--prompt", "Hi",
+                                 "--dump-logits", dir.string()}),
+                        "generate", 2, {"--dump-logits", "is a directory"}),
+            "");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -148,6 +149,25 @@ TEST_F(CliBench, ListNamesOpsVariantsAndShapes) {
   const RunResult help = run_cli({"bench", "--help"});
   EXPECT_EQ(help.code, 0);
   EXPECT_EQ(help.out.rfind("usage: clockwork bench", 0), 0u) << help.out;
+}
+
+// h_d may differ from d / h (Gemma 3: d = 1152, 4 heads of 256): Q's projection is h·h_d wide.
+TEST_F(CliBench, HeadDimNeedNotBeHiddenOverHeads) {
+  const fs::path file = dir() / "bench.json";
+  const RunResult r =
+      run_cli({"bench", "--op", "matmul", "--variant", "tiled", "--shape",
+               "s=2,d=64,h=2,h_d=48,h_k=1,d_ff=64,V=64", "--repetitions", "1", "--json",
+               file.string()});
+  if (backend_missing(r)) return;
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  const json j = read_json(file);
+  std::map<std::string, std::string> dims;
+  for (const json& row : j["rows"]) dims[row["case"].get<std::string>()] = row["dims"];
+  EXPECT_EQ(dims["q_proj"], "2x96x64") << "q_proj has h*h_d = 96 outputs from d = 64";
+  EXPECT_EQ(dims["k_proj"], "2x48x64") << "k_proj has h_k*h_d = 48 outputs";
+  EXPECT_EQ(check_error(run_cli({"bench", "--shape", "d=64,h=2,h_d=15"}), "bench", 2,
+                        {"h_d=15", "even"}),
+            "");
 }
 
 TEST_F(CliBench, WrongArgumentsAreNamed) {
