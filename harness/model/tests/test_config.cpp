@@ -273,7 +273,7 @@ TEST(Config, FromFileReadsAndNamesTheFile) {
   EXPECT_TRUE(Mentions(config_error_of([&] { ModelConfig::from_file(file); }),
                        {file.string(), "field 'vocab_size' is missing"}));
   EXPECT_TRUE(Mentions(config_error_of([&] { ModelConfig::from_file(dir / "absent.json"); }),
-                       {(dir / "absent.json").string(), "cannot open"}));
+                       {(dir / "absent.json").string(), "not found"}));
 }
 
 TEST(Config, NotJsonOrNotAnObject) {

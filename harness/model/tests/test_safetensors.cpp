@@ -702,7 +702,7 @@ TEST_F(SafetensorsTest, MalformedIndexFiles) {
   write_text(index, R"({"weight_map": {"a": "../elsewhere.safetensors"}})");
   EXPECT_TRUE(Mentions(open_error(dir.path()), {"'../elsewhere.safetensors'", "plain file name"}));
   write_text(index, R"({"weight_map": {"a": "x", "a": "y"}})");
-  EXPECT_TRUE(Mentions(open_error(dir.path()), {index.string(), "'a' appears twice"}));
+  EXPECT_TRUE(Mentions(open_error(dir.path()), {index.string(), "key 'weight_map.a': appears twice"}));
   write_text(index, R"({"weight_map": )");
   EXPECT_TRUE(Mentions(open_error(dir.path()), {index.string(), "not valid JSON"}));
   write_text(index, "[]");
@@ -941,11 +941,11 @@ const MalformedHeader kMalformedHeaders[] = {
      R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
          "w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}})",
      16,
-     {"tensor 'w' appears twice"}},
+     {"key 'w': appears twice"}},
     {"DuplicateKeyInsideAnEntry",
      R"({"w": {"dtype": "F32", "dtype": "F16", "shape": [2], "data_offsets": [0, 8]}})",
      8,
-     {"key 'dtype' appears twice", "entry 'w'"}},
+     {"key 'w.dtype': appears twice"}},
     {"MetadataNotStrings",
      R"({"__metadata__": {"format": 1},
          "w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})",
