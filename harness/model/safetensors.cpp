@@ -112,7 +112,7 @@ struct ParsedFile {
 };
 
 // Validates one file's header and returns its tensors, pointing into `file`.
-ParsedFile parse_safetensors(const MappedFile& file, const fs::path& path) {
+ParsedFile parse_safetensors(std::span<const std::byte> file, const fs::path& path) {
   const std::string label = path.string();
   const uint64_t size = file.size();
   if (size < 8) {
@@ -473,7 +473,7 @@ struct Checkpoint::State {
   // Maps and validates one file; returns its tensors without adding them.
   std::vector<TensorInfo> load_file(const fs::path& file) {
     maps.push_back(std::make_unique<MappedFile>(file));
-    ParsedFile parsed = parse_safetensors(*maps.back(), file);
+    ParsedFile parsed = parse_safetensors({maps.back()->data(), maps.back()->size()}, file);
     files.push_back(std::move(parsed.info));
     return std::move(parsed.tensors);
   }
@@ -659,6 +659,11 @@ const std::vector<CheckpointFile>& Checkpoint::files() const {
 }
 const fs::path& Checkpoint::path() const {
   return state_->path;
+}
+
+std::vector<TensorInfo> parse_safetensors_bytes(std::span<const std::byte> bytes,
+                                                const std::string& label) {
+  return parse_safetensors(bytes, label).tensors;
 }
 
 // ------------------------------------------------------------------------------------------------
