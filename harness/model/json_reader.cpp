@@ -147,11 +147,11 @@ class BoundedBuilder {
                    "); a JSON document holds exactly one value");
     }
     if (ex.id == 406) {  // a number beyond the range of a double
-      fail(path(), without_prefix(ex.what()) + " at " + line_and_column(text_, position) +
+      fail(path(/*next=*/true), without_prefix(ex.what()) + " at " + line_and_column(text_, position) +
                        ": the number is too large for a double");
     }
     const std::string noun = limits_.noun.empty() ? "" : std::string(limits_.noun) + " is ";
-    std::string where = path();
+    std::string where = path(/*next=*/true);
     fail("", (noun.empty() ? "not valid JSON: " : noun + "not valid JSON: ") +
                  without_prefix(ex.what()) +
                  (where.empty() ? std::string() : " (inside '" + where + "')"));
@@ -169,10 +169,15 @@ class BoundedBuilder {
   }
 
   // The key path of the value being read: `model.vocab["a b"][3]`; for very deep nesting the
-  // middle is elided.
-  std::string path() const {
+  // middle is elided. `next` names the list entry about to be stored (a value that failed to
+  // parse, a list or object too deep to open) rather than the last one stored.
+  std::string path(bool next = false) const {
     auto component = [&](const Frame& f, bool first) {
-      if (f.value->is_array()) return "[" + std::to_string(f.count == 0 ? 0 : f.count - 1) + "]";
+      if (f.value->is_array()) {
+        const bool innermost = &f == &frames_.back();
+        const size_t index = next && innermost ? f.count : (f.count == 0 ? 0 : f.count - 1);
+        return "[" + std::to_string(index) + "]";
+      }
       if (is_identifier(f.key)) return (first ? "" : ".") + f.key;
       return "[" + quoted(f.key, 40) + "]";
     };
@@ -221,7 +226,7 @@ class BoundedBuilder {
 
   void open(json::value_t type) {
     if (frames_.size() + 1 > limits_.max_depth) {
-      fail(path(), "nested deeper than " + std::to_string(limits_.max_depth) +
+      fail(path(/*next=*/true), "nested deeper than " + std::to_string(limits_.max_depth) +
                        " levels of objects and lists, the limit for this file");
     }
     json* v = add(type);
