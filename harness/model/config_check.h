@@ -6,11 +6,12 @@
 
 namespace clockwork {
 
-/// The number of tensors and the bytes of weights `config` implies (every weight at least 2
-/// bytes an element) must not exceed what `checkpoint` holds; the sizes are computed with
-/// overflow checks. Called before a list of expected tensors or of layers is built, so a corrupt
-/// num_hidden_layers or hidden_size fails with a message instead of an allocation of its size.
-/// Throws CheckpointError naming the checkpoint and the config.json fields.
+/// Sanity checks of `config` against `checkpoint` before a list of expected tensors or of layers
+/// is built from it: the weights it implies must be countable in 64 bits (the sizes multiplied
+/// with overflow checks), and num_hidden_layers must not exceed the layers the checkpoint holds
+/// (the highest N of its model.layers.N.* tensors, plus one). A missing or misshapen tensor is
+/// left to the per-tensor checks, whose messages name it. Throws CheckpointError naming the
+/// checkpoint and the config.json fields.
 void check_config_fits_checkpoint(const ModelConfig& config, const Checkpoint& checkpoint);
 
 }  // namespace clockwork

@@ -1050,14 +1050,8 @@ TEST_F(SafetensorsTest, ConfigIsCheckedAgainstTheCheckpointBeforeUse) {
 
   c.num_layers = 1000;  // passes config.json's bounds, but not this checkpoint
   EXPECT_TRUE(Mentions(error_of([&] { clockwork::check_config_fits_checkpoint(c, ckpt); }),
-                       {dir.path().string(), "num_hidden_layers 1000 implies 9003 tensors",
-                        "the checkpoint holds 21"}));
-  c.num_layers = 2;
-  c.intermediate_size = 4'000'000;
-  EXPECT_TRUE(Mentions(error_of([&] { clockwork::check_config_fits_checkpoint(c, ckpt); }),
-                       {dir.path().string(), "intermediate_size 4000000", "imply at least",
-                        "the checkpoint's tensors hold"}));
-  c.intermediate_size = 12;
+                       {dir.path().string(), "num_hidden_layers is 1000",
+                        "layers stop at model.layers.1"}));
   c.num_layers = std::numeric_limits<int64_t>::max();  // 9 x L overflows
   EXPECT_TRUE(Mentions(error_of([&] { clockwork::check_config_fits_checkpoint(c, ckpt); }),
                        {dir.path().string(), "more weights than fit in 64 bits"}));
