@@ -44,8 +44,7 @@ void check_config_fits_checkpoint(const ModelConfig& c, const Checkpoint& checkp
       !mul_add(static_cast<uint64_t>(c.num_kv_heads), c.head_dim, 0, kv_width) ||
       !mul_add(d2, static_cast<int64_t>(q_width), d2, layer) ||
       !mul_add(d2, static_cast<int64_t>(kv_width), layer, layer) ||
-      !mul_add(d3, c.intermediate_size, layer, layer) ||
-      !mul_add(layer, c.num_layers, d, total) ||
+      !mul_add(d3, c.intermediate_size, layer, layer) || !mul_add(layer, c.num_layers, d, total) ||
       !mul_add(c.tie_word_embeddings ? d : d2, c.vocab_size, total, total) ||
       !mul_add(2, static_cast<int64_t>(total), 0, total)) {
     too_large();  // a negative size lands here too (mul_add refuses it)
@@ -68,9 +67,9 @@ void check_config_fits_checkpoint(const ModelConfig& c, const Checkpoint& checkp
   if (c.num_layers > layers) {
     throw CheckpointError(
         where + "config.json's num_hidden_layers is " + std::to_string(c.num_layers) + ", but " +
-        (layers == 0 ? std::string("the checkpoint holds no model.layers.N tensors")
-                     : "the checkpoint's layers stop at model.layers." +
-                           std::to_string(layers - 1)));
+        (layers == 0
+             ? std::string("the checkpoint holds no model.layers.N tensors")
+             : "the checkpoint's layers stop at model.layers." + std::to_string(layers - 1)));
   }
 }
 

@@ -147,8 +147,9 @@ class BoundedBuilder {
                    "); a JSON document holds exactly one value");
     }
     if (ex.id == 406) {  // a number beyond the range of a double
-      fail(path(/*next=*/true), without_prefix(ex.what()) + " at " + line_and_column(text_, position) +
-                       ": the number is too large for a double");
+      fail(path(/*next=*/true), without_prefix(ex.what()) + " at " +
+                                    line_and_column(text_, position) +
+                                    ": the number is too large for a double");
     }
     const std::string noun = limits_.noun.empty() ? "" : std::string(limits_.noun) + " is ";
     std::string where = path(/*next=*/true);
@@ -227,7 +228,7 @@ class BoundedBuilder {
   void open(json::value_t type) {
     if (frames_.size() + 1 > limits_.max_depth) {
       fail(path(/*next=*/true), "nested deeper than " + std::to_string(limits_.max_depth) +
-                       " levels of objects and lists, the limit for this file");
+                                    " levels of objects and lists, the limit for this file");
     }
     json* v = add(type);
     frames_.push_back(Frame{v, 0, {}});
@@ -259,8 +260,8 @@ json parse_json(std::string_view text, const std::string& origin, const JsonLimi
   if (const void* nul = std::memchr(text.data(), '\0', text.size())) {
     const size_t at = static_cast<size_t>(static_cast<const char*>(nul) - text.data());
     throw JsonError(origin, "",
-                    "NUL byte at offset " + std::to_string(at) + " (" +
-                        line_and_column(text, at) + "); JSON text cannot contain one");
+                    "NUL byte at offset " + std::to_string(at) + " (" + line_and_column(text, at) +
+                        "); JSON text cannot contain one");
   }
   std::string_view body = text;
   if (limits.only_spaces_after) {

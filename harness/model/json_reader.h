@@ -55,25 +55,32 @@ struct JsonLimits {
 };
 
 /// config.json: a dozen settings, a few kilobytes at most.
-inline constexpr JsonLimits kConfigJsonLimits{.max_bytes = 1 << 20, .max_depth = 16,
+inline constexpr JsonLimits kConfigJsonLimits{.max_bytes = 1 << 20,
+                                              .max_depth = 16,
                                               .max_members = 4096,
-                                              .only_spaces_after = false, .noun = ""};
+                                              .only_spaces_after = false,
+                                              .noun = ""};
 /// model.safetensors.index.json: one entry per tensor (291 for Llama-3-8B, about 1,100 for
 /// Llama 3.1 405B).
-inline constexpr JsonLimits kIndexJsonLimits{.max_bytes = 64 << 20, .max_depth = 16,
+inline constexpr JsonLimits kIndexJsonLimits{.max_bytes = 64 << 20,
+                                             .max_depth = 16,
                                              .max_members = 1 << 20,
-                                             .only_spaces_after = false, .noun = ""};
+                                             .only_spaces_after = false,
+                                             .noun = ""};
 /// A safetensors header: the format's own reader caps it at 100,000,000 bytes; one file of a
 /// sharded checkpoint holds hundreds of tensors, never 65,536.
-inline constexpr JsonLimits kSafetensorsHeaderLimits{.max_bytes = 100'000'000, .max_depth = 16,
+inline constexpr JsonLimits kSafetensorsHeaderLimits{.max_bytes = 100'000'000,
+                                                     .max_depth = 16,
                                                      .max_members = 1 << 16,
                                                      .only_spaces_after = true,
                                                      .noun = "header"};
 /// tokenizer.json: Llama 3's is 9 MB with 128,000 vocabulary entries and 280,000 merges; nested
 /// pre-tokenizer and post-processor settings stay well under 32 levels.
-inline constexpr JsonLimits kTokenizerJsonLimits{.max_bytes = 256 << 20, .max_depth = 32,
+inline constexpr JsonLimits kTokenizerJsonLimits{.max_bytes = 256 << 20,
+                                                 .max_depth = 32,
                                                  .max_members = 1 << 22,
-                                                 .only_spaces_after = false, .noun = ""};
+                                                 .only_spaces_after = false,
+                                                 .noun = ""};
 
 /// Parses `text` within `limits`; `origin` names the document in errors. Throws JsonError.
 nlohmann::json parse_json(std::string_view text, const std::string& origin,

@@ -1,6 +1,7 @@
 // Shared by the parser fuzz targets: a loader may refuse an input only with one of the project's
-// error types and a message that starts with the file's name (or, for a folder, a path inside it); anything else (another exception,
-// a message that names nothing) ends the run as a crash, so libFuzzer keeps the input.
+// error types and a message that starts with the file's name (or, for a folder, a path inside it);
+// anything else (another exception, a message that names nothing) ends the run as a crash, so
+// libFuzzer keeps the input.
 #pragma once
 
 #include <cstdio>

@@ -21,7 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string sample = "Hello, world! It's 2024:  \xce\xb3 = 0.5\n\tabcabc <|eot_id|>";
   const std::vector<int32_t> ids = tokenizer->encode(sample);
   for (int32_t id : ids) {
-    if (id < 0 || id >= tokenizer->vocab_size()) fuzz::crash("encode() gave id " + std::to_string(id));
+    if (id < 0 || id >= tokenizer->vocab_size())
+      fuzz::crash("encode() gave id " + std::to_string(id));
   }
   if (tokenizer->decode(ids) != sample) fuzz::crash("decode(encode(text)) != text");
   return 0;
