@@ -14,8 +14,10 @@ PRESET ?= default
 JOBS   ?= $(shell nproc)
 
 # Debian packages the build needs. The CUDA toolkit is not in Debian's main archive: see README.
+# clang-14 and libclang-rt-14-dev (libFuzzer and the sanitizer runtimes, only recommended by
+# clang) build the parser fuzz targets (ctest -L fuzz).
 PACKAGES := cmake ninja-build g++ make pkg-config ccache libgtest-dev libboost-context-dev \
-            nlohmann-json3-dev libpcre2-dev libtorch-dev \
+            nlohmann-json3-dev libpcre2-dev libtorch-dev clang-14 libclang-rt-14-dev \
             doxygen graphviz libjs-mathjax chromium gnuplot-nox
 
 # The CUDA headers the CPU backend compiles against: the CUDA toolkit's when it is installed,

@@ -2,11 +2,12 @@
 #include "kernels/model_config.h"
 
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "harness/model/json_reader.h"
 
 namespace clockwork {
 
@@ -14,24 +15,10 @@ using json = nlohmann::json;
 
 namespace {
 
-// "the string \"4096\"", "the number -1", "a list [1, 2]": the JSON type and the value, shortened.
+// "the string \"4096\"", "the number -1", "a list [1, 2]": the JSON type and the value, shortened
+// without recursion.
 std::string describe_value(const json& v) {
-  std::string text = v.dump();
-  if (text.size() > 60) text = text.substr(0, 57) + "...";
-  if (v.is_number()) return "the number " + text;
-  if (v.is_string()) return "the string " + text;
-  if (v.is_boolean()) return "the boolean " + text;
-  if (v.is_array()) return "a list " + text;
-  if (v.is_object()) return "an object " + text;
-  return text;  // null
-}
-
-// nlohmann's error text without its "[json.exception.parse_error.101] " prefix.
-std::string json_error_text(const std::exception& e) {
-  std::string s = e.what();
-  size_t close = s.find("] ");
-  if (!s.empty() && s.front() == '[' && close != std::string::npos) s.erase(0, close + 2);
-  return s;
+  return json_preview(v);
 }
 
 // Typed access to one JSON object, with errors naming the origin and the field.
@@ -61,7 +48,7 @@ class FieldReader {
   int64_t to_int(const std::string& field, const json& v) const {
     if (v.is_number_unsigned() &&
         v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      fail(field, "is " + v.dump() + ", too large for a 64-bit integer");
+      fail(field, "is " + json_short_text(v) + ", too large for a 64-bit integer");
     }
     if (!v.is_number_integer()) fail(field, "is " + describe_value(v) + ", expected an integer");
     return v.get<int64_t>();
@@ -121,22 +108,43 @@ void require_positive(const std::string& origin, const char* field, double value
   }
 }
 
+// Upper bounds far above any Llama (Llama 3.1 405B: d = 16384, L = 126, h = 128, d_ff = 53248,
+// V = 128256) that keep every size computed from them, and every list built from them, small
+// enough to check before it is allocated. Token ids and positions are 32-bit in the kernels.
+constexpr int64_t kMaxHiddenSize = int64_t{1} << 20;
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxHeads = int64_t{1} << 14;
+constexpr int64_t kMaxHeadDim = int64_t{1} << 14;
+constexpr int64_t kMaxIntermediateSize = int64_t{1} << 22;
+constexpr int64_t kMaxVocabSize = int64_t{1} << 24;
+constexpr int64_t kMaxPositions = std::numeric_limits<int32_t>::max();
+
+void require_at_most(const std::string& origin, const char* field, int64_t value, int64_t limit,
+                     const char* why) {
+  if (value > limit) {
+    config_fail(origin, std::string("field '") + field + "' is " + std::to_string(value) +
+                            ", more than " + std::to_string(limit) + " (" + why + ")");
+  }
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::from_file(const std::filesystem::path& config_json) {
-  std::ifstream in(config_json, std::ios::binary);
-  if (!in) throw ConfigError(config_json.string() + ": cannot open for reading");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return from_json_text(ss.str(), config_json.string());
+  std::string text;
+  try {
+    text = read_limited_file(config_json, kConfigJsonLimits.max_bytes);
+  } catch (const JsonError& e) {
+    throw ConfigError(e.what());
+  }
+  return from_json_text(text, config_json.string());
 }
 
 ModelConfig ModelConfig::from_json_text(const std::string& text, const std::string& origin) {
   json j;
   try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw ConfigError(origin + ": not valid JSON: " + json_error_text(e));
+    j = parse_json(text, origin, kConfigJsonLimits);
+  } catch (const JsonError& e) {
+    throw ConfigError(e.what());
   }
   if (!j.is_object()) {
     config_fail(origin, std::string("is a JSON ") + j.type_name() +
@@ -250,6 +258,17 @@ void ModelConfig::validate(const std::string& origin) const {
   require_positive(origin, "rms_norm_eps", rms_norm_eps);
   require_positive(origin, "rope_theta", rope_theta);
 
+  const char* too_large = "far larger than any Llama model; the file is corrupt";
+  require_at_most(origin, "hidden_size", hidden_size, kMaxHiddenSize, too_large);
+  require_at_most(origin, "num_hidden_layers", num_layers, kMaxLayers, too_large);
+  require_at_most(origin, "num_attention_heads", num_heads, kMaxHeads, too_large);
+  require_at_most(origin, "num_key_value_heads", num_kv_heads, kMaxHeads, too_large);
+  require_at_most(origin, "head_dim", head_dim, kMaxHeadDim, too_large);
+  require_at_most(origin, "intermediate_size", intermediate_size, kMaxIntermediateSize, too_large);
+  require_at_most(origin, "vocab_size", vocab_size, kMaxVocabSize, too_large);
+  require_at_most(origin, "max_position_embeddings", max_position_embeddings, kMaxPositions,
+                  "positions are 32-bit integers");
+
   if (head_dim % 2 != 0) {
     config_fail(origin, "head_dim " + std::to_string(head_dim) +
                             " is odd; RoPE rotates pairs (x_i, x_{i + h_d/2}), so it must be even");
@@ -273,6 +292,9 @@ void ModelConfig::validate(const std::string& origin) const {
     require_positive(origin, "rope_scaling.high_freq_factor", s.high_freq_factor);
     require_positive(origin, "rope_scaling.original_max_position_embeddings",
                      s.original_max_position_embeddings);
+    require_at_most(origin, "rope_scaling.original_max_position_embeddings",
+                    s.original_max_position_embeddings, kMaxPositions,
+                    "positions are 32-bit integers");
     if (!(s.high_freq_factor > s.low_freq_factor)) {
       std::ostringstream ss;
       ss << "field 'rope_scaling.high_freq_factor' (" << s.high_freq_factor

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "harness/model/config_check.h"
+
 namespace clockwork {
 
 namespace fs = std::filesystem;
@@ -57,6 +59,7 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
 }
 
 void check_tensors(const Checkpoint& checkpoint, const ModelConfig& config, bool any_float) {
+  check_config_fits_checkpoint(config, checkpoint);  // before 9 x L names are built
   for (const ExpectedTensor& e : expected_tensors(config)) {
     const TensorInfo& t = checkpoint.get(e.name);  // a missing name throws, with a suggestion
     if (t.shape != e.shape) {

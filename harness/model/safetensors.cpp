@@ -20,6 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/model/json_reader.h"
+
 namespace clockwork {
 
 namespace fs = std::filesystem;
@@ -30,10 +32,6 @@ using json = nlohmann::json;
 static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
 
 namespace {
-
-// A header larger than this is corrupt, not a model: the format's reference reader uses the
-// same bound, and Llama-3-8B's headers are a few tens of kilobytes.
-constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 [[noreturn]] void fail(const std::string& message) {
   throw CheckpointError(message);
@@ -63,53 +61,6 @@ bool checked_nbytes(const std::vector<int64_t>& shape, uint64_t element_size, ui
   }
   out = n;
   return true;
-}
-
-// nlohmann's error text without its "[json.exception.parse_error.101] " prefix.
-std::string json_error_text(const std::exception& e) {
-  std::string s = e.what();
-  if (!s.empty() && s.front() == '[') {
-    size_t close = s.find("] ");
-    if (close != std::string::npos) s.erase(0, close + 2);
-  }
-  return s;
-}
-
-// Thrown from inside the JSON parser when an object repeats a key; `parent` is the key whose
-// value is that object ("" for the top level).
-struct DuplicateKey {
-  std::string parent;
-  std::string key;
-};
-
-// Parses JSON text, refusing repeated keys. The plain parser keeps the last of two equal keys
-// without a word, which would let a header silently drop a tensor.
-json parse_json_strict(std::string_view text) {
-  std::vector<std::set<std::string>> seen;  // keys of each object currently open
-  std::vector<std::string> parents;         // the key that opened each of those objects
-  std::string last_key;
-  auto callback = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-        parents.push_back(seen.empty() ? std::string() : last_key);
-        seen.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-        seen.pop_back();
-        parents.pop_back();
-        break;
-      case json::parse_event_t::key: {
-        const std::string& key = parsed.get_ref<const std::string&>();
-        if (!seen.back().insert(key).second) throw DuplicateKey{parents.back(), key};
-        last_key = key;
-        break;
-      }
-      default:
-        break;
-    }
-    return true;
-  };
-  return json::parse(text.begin(), text.end(), callback);
 }
 
 // Read-only memory map of a whole file; unmapped on destruction.
@@ -161,7 +112,7 @@ struct ParsedFile {
 };
 
 // Validates one file's header and returns its tensors, pointing into `file`.
-ParsedFile parse_safetensors(const MappedFile& file, const fs::path& path) {
+ParsedFile parse_safetensors(std::span<const std::byte> file, const fs::path& path) {
   const std::string label = path.string();
   const uint64_t size = file.size();
   if (size < 8) {
@@ -171,9 +122,9 @@ ParsedFile parse_safetensors(const MappedFile& file, const fs::path& path) {
   }
   uint64_t header_len = 0;
   std::memcpy(&header_len, file.data(), 8);
-  if (header_len > kMaxHeaderBytes) {
+  if (header_len > kSafetensorsHeaderLimits.max_bytes) {
     fail(label + ": header length field says " + std::to_string(header_len) +
-         " bytes, more than the " + std::to_string(kMaxHeaderBytes) +
+         " bytes, more than the " + std::to_string(kSafetensorsHeaderLimits.max_bytes) +
          "-byte limit (not a safetensors file, or a corrupt length)");
   }
   if (header_len > size - 8) {
@@ -186,16 +137,9 @@ ParsedFile parse_safetensors(const MappedFile& file, const fs::path& path) {
   std::string_view text(reinterpret_cast<const char*>(file.data()) + 8, header_len);
   json header;
   try {
-    header = parse_json_strict(text);
-  } catch (const DuplicateKey& dup) {
-    if (dup.parent.empty()) {
-      fail(label + ": tensor " + in_quotes(dup.key) +
-           " appears twice in the header; tensor names must be unique");
-    }
-    fail(label + ": key " + in_quotes(dup.key) + " appears twice in the header entry " +
-         in_quotes(dup.parent));
-  } catch (const json::exception& e) {
-    fail(label + ": header is not valid JSON: " + json_error_text(e));
+    header = parse_json(text, label, kSafetensorsHeaderLimits);
+  } catch (const JsonError& e) {
+    fail(e.what());
   }
   if (!header.is_object()) {
     fail(label + ": header is a JSON " + header.type_name() +
@@ -260,19 +204,20 @@ ParsedFile parse_safetensors(const MappedFile& file, const fs::path& path) {
     }
     for (const json& dim : *it) {
       if (!dim.is_number_integer()) {
-        fail(where + "shape " + it->dump() + " has the entry " + dim.dump() +
+        fail(where + "shape " + json_short_text(*it) + " has the entry " + json_short_text(dim) +
              ", expected non-negative integers");
       }
       if (dim.is_number_unsigned()) {
         uint64_t u = dim.get<uint64_t>();
         if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-          fail(where + "shape " + it->dump() + " has a dimension too large for 64 bits");
+          fail(where + "shape " + json_short_text(*it) + " has a dimension too large for 64 bits");
         }
         t.shape.push_back(static_cast<int64_t>(u));
       } else {
         int64_t d = dim.get<int64_t>();
         if (d < 0) {
-          fail(where + "shape " + it->dump() + " has the negative dimension " + std::to_string(d) +
+          fail(where + "shape " + json_short_text(*it) + " has the negative dimension " +
+               std::to_string(d) +
                ", expected non-negative integers");
         }
         t.shape.push_back(d);
@@ -291,7 +236,7 @@ ParsedFile parse_safetensors(const MappedFile& file, const fs::path& path) {
     }
     if (!it->is_array() || it->size() != 2 || !(*it)[0].is_number_unsigned() ||
         !(*it)[1].is_number_unsigned()) {
-      fail(where + "'data_offsets' is " + it->dump() +
+      fail(where + "'data_offsets' is " + json_short_text(*it) +
            ", expected [begin, end] with two non-negative integers");
     }
     const uint64_t begin = (*it)[0].get<uint64_t>();
@@ -367,15 +312,6 @@ size_t edit_distance(std::string_view a, std::string_view b) {
     }
   }
   return row[b.size()];
-}
-
-std::string read_text_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path.string() + ": cannot open for reading");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) fail(path.string() + ": read error");
-  return ss.str();
 }
 
 }  // namespace
@@ -537,7 +473,7 @@ struct Checkpoint::State {
   // Maps and validates one file; returns its tensors without adding them.
   std::vector<TensorInfo> load_file(const fs::path& file) {
     maps.push_back(std::make_unique<MappedFile>(file));
-    ParsedFile parsed = parse_safetensors(*maps.back(), file);
+    ParsedFile parsed = parse_safetensors({maps.back()->data(), maps.back()->size()}, file);
     files.push_back(std::move(parsed.info));
     return std::move(parsed.tensors);
   }
@@ -557,13 +493,9 @@ struct Checkpoint::State {
     const std::string index_label = index_path.string();
     json index;
     try {
-      index = parse_json_strict(read_text_file(index_path));
-    } catch (const DuplicateKey& dup) {
-      fail(
-          index_label + ": key " + in_quotes(dup.key) + " appears twice" +
-          (dup.parent.empty() ? std::string(" at the top level") : " in " + in_quotes(dup.parent)));
-    } catch (const json::exception& e) {
-      fail(index_label + ": not valid JSON: " + json_error_text(e));
+      index = read_json_file(index_path, kIndexJsonLimits);
+    } catch (const JsonError& e) {
+      fail(e.what());
     }
     if (!index.is_object()) {
       fail(index_label + ": is a JSON " + std::string(index.type_name()) +
@@ -727,6 +659,11 @@ const std::vector<CheckpointFile>& Checkpoint::files() const {
 }
 const fs::path& Checkpoint::path() const {
   return state_->path;
+}
+
+std::vector<TensorInfo> parse_safetensors_bytes(std::span<const std::byte> bytes,
+                                                const std::string& label) {
+  return parse_safetensors(bytes, label).tensors;
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -156,6 +156,12 @@ class Checkpoint {
   std::unique_ptr<State> state_;
 };
 
+/// Validates a whole safetensors file held in memory as Checkpoint::open() validates each file
+/// and returns its tensors, which point into `bytes`; `label` names the file in errors. Throws
+/// CheckpointError.
+std::vector<TensorInfo> parse_safetensors_bytes(std::span<const std::byte> bytes,
+                                                const std::string& label);
+
 /// Converts a tensor's elements (BF16, F16 or F32) to floats, in storage order.
 std::vector<float> to_float32(const TensorInfo& tensor);
 

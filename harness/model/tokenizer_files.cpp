@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/model/json_reader.h"
 #include "harness/model/tokenizer.h"
 #include "harness/model/tokenizer_internal.h"
 #include "harness/model/tokenizer_utf8.h"
@@ -106,16 +107,17 @@ bool base64_decode(std::string_view text, std::string& out) {
 // ---------------------------------------------------------------------------------------------
 namespace {
 
+// Both formats: Llama 3's tokenizer.json is 9 MB and its tokenizer.model 2 MB.
+constexpr size_t kMaxTokenizerFileBytes = kTokenizerJsonLimits.max_bytes;
+// Lines of a tokenizer.model, checked before the tables are sized from their count.
+constexpr size_t kMaxTokenizerModelTokens = size_t{1} << 22;
+
 std::string read_file(const fs::path& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw TokenizerError(path.string() + ": file not found");
-  if (fs::is_directory(path, ec)) throw TokenizerError(path.string() + ": is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw TokenizerError(path.string() + ": cannot open for reading");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) throw TokenizerError(path.string() + ": read error");
-  return std::move(buffer).str();
+  try {
+    return read_limited_file(path, kMaxTokenizerFileBytes);
+  } catch (const JsonError& e) {
+    throw TokenizerError(e.what());
+  }
 }
 
 // Writes to a temporary file in the same folder, then renames it over `path`, so a reader never
@@ -146,7 +148,7 @@ void write_file_atomically(const fs::path& path, std::string_view content) {
 }
 
 std::string json_quoted(std::string_view s) {
-  return json(std::string(s)).dump();
+  return json(std::string(s)).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -172,9 +174,11 @@ class JsonReader {
 
   // A token id: a non-negative integer below `limit`.
   int32_t id(const json& value, const std::string& path, size_t limit) const {
-    if (!value.is_number_integer()) fail(path, "expected an integer id, found " + value.dump());
+    if (!value.is_number_integer()) {
+      fail(path, "expected an integer id, found " + json_short_text(value));
+    }
     if (!value.is_number_unsigned() || value.get<uint64_t>() >= limit) {
-      fail(path, "id " + value.dump() + " is out of range: with " + std::to_string(limit) +
+      fail(path, "id " + json_short_text(value) + " is out of range: with " + std::to_string(limit) +
                      " tokens in all, ids must be 0.." + std::to_string(limit - 1) +
                      " with no gaps");
     }
@@ -201,34 +205,49 @@ class JsonReader {
     return bytes;
   }
 
-  // Llama 3 splits text with its own regex; a file that splits differently would silently give
-  // other tokens, so it is refused.
-  void check_pre_tokenizer(const json& node, const std::string& path) const {
-    if (node.is_null()) return;
-    if (!node.is_object()) fail(path, "expected an object");
-    const json& type = member(node, path, "type");
-    if (type == "Sequence") {
-      const json& list = member(node, path, "pretokenizers");
-      if (!list.is_array()) fail(path + ".pretokenizers", "expected an array");
-      for (size_t i = 0; i < list.size(); ++i) {
-        check_pre_tokenizer(list[i], path + ".pretokenizers[" + std::to_string(i) + "]");
+  // Llama 3 splits text with its own regex before BPE, and so does this tokenizer whatever the
+  // file says; a file that splits differently would silently give other tokens, so it is
+  // refused. A file without a pre-tokenizer (null or absent, as minimal hand-written files are)
+  // is read as Llama 3's. Otherwise the steps (a Sequence nests others) must include a Split with
+  // Llama 3's regex, and any ByteLevel step must not apply a regex of its own. Walked with a list
+  // of pending steps rather than recursion, so nesting costs no stack.
+  void check_pre_tokenizer(const json* root) const {
+    if (root == nullptr || root->is_null()) return;
+    std::vector<std::pair<const json*, std::string>> pending{{root, "pre_tokenizer"}};
+    size_t splits = 0;
+    while (!pending.empty()) {
+      auto [node, path] = std::move(pending.back());
+      pending.pop_back();
+      if (!node->is_object()) fail(path, "expected an object");
+      const json& type = member(*node, path, "type");
+      if (type == "Sequence") {
+        const json& list = member(*node, path, "pretokenizers");
+        if (!list.is_array()) fail(path + ".pretokenizers", "expected an array");
+        for (size_t i = list.size(); i-- > 0;) {  // reversed: the first step is checked first
+          pending.emplace_back(&list[i], path + ".pretokenizers[" + std::to_string(i) + "]");
+        }
+      } else if (type == "Split") {
+        const json& pattern = member(*node, path, "pattern");
+        auto regex = pattern.is_object() ? pattern.find("Regex") : pattern.end();
+        if (!pattern.is_object() || regex == pattern.end() || !regex->is_string()) {
+          fail(path + ".pattern", "expected {\"Regex\": \"...\"}");
+        }
+        if (regex->get<std::string>() != kLlama3SplitPattern) {
+          fail(path + ".pattern.Regex", "not Llama 3's pre-tokenizer regex");
+        }
+        ++splits;
+      } else if (type == "ByteLevel") {
+        auto use_regex = node->find("use_regex");
+        if (use_regex == node->end() || *use_regex != false) {
+          fail(path, "ByteLevel with use_regex applies GPT-2's regex, not Llama 3's");
+        }
+      } else {
+        fail(path + ".type", "pre-tokenizer " + json_short_text(type) + " is not supported");
       }
-    } else if (type == "Split") {
-      const json& pattern = member(node, path, "pattern");
-      auto regex = pattern.is_object() ? pattern.find("Regex") : pattern.end();
-      if (!pattern.is_object() || regex == pattern.end() || !regex->is_string()) {
-        fail(path + ".pattern", "expected {\"Regex\": \"...\"}");
-      }
-      if (regex->get<std::string>() != kLlama3SplitPattern) {
-        fail(path + ".pattern.Regex", "not Llama 3's pre-tokenizer regex");
-      }
-    } else if (type == "ByteLevel") {
-      auto use_regex = node.find("use_regex");
-      if (use_regex == node.end() || *use_regex != false) {
-        fail(path, "ByteLevel with use_regex applies GPT-2's regex, not Llama 3's");
-      }
-    } else {
-      fail(path + ".type", "pre-tokenizer " + type.dump() + " is not supported");
+    }
+    if (splits == 0) {
+      fail("pre_tokenizer",
+           "has no \"Split\" step with Llama 3's regex; Llama 3 splits text with it before BPE");
     }
   }
 
@@ -242,16 +261,16 @@ Tokenizer Tokenizer::from_tokenizer_json_text(std::string_view text, std::string
   JsonReader reader(origin);
   json root;
   try {
-    root = json::parse(text);
-  } catch (const json::exception& e) {
-    throw TokenizerError(std::string(origin) + ": not valid JSON: " + e.what());
+    root = parse_json(text, std::string(origin), kTokenizerJsonLimits);
+  } catch (const JsonError& e) {
+    throw TokenizerError(e.what());
   }
   if (!root.is_object()) reader.fail("(root)", "expected a JSON object");
 
   const json& model = reader.member(root, "(root)", "model");
   if (!model.is_object()) reader.fail("model", "expected an object");
   if (auto type = model.find("type"); type != model.end() && *type != "BPE") {
-    reader.fail("model.type", "is " + type->dump() + "; only \"BPE\" is supported");
+    reader.fail("model.type", "is " + json_short_text(*type) + "; only \"BPE\" is supported");
   }
   const json& vocab = reader.member(model, "model", "vocab");
   if (!vocab.is_object()) reader.fail("model.vocab", "expected an object of token → id");
@@ -317,7 +336,8 @@ Tokenizer Tokenizer::from_tokenizer_json_text(std::string_view text, std::string
         const std::string s = entry.get<std::string>();
         const size_t space = s.find(' ');
         if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
-          reader.fail(path, "expected \"left right\" with one space, found " + entry.dump());
+          reader.fail(path,
+                      "expected \"left right\" with one space, found " + json_short_text(entry));
         }
         left = s.substr(0, space);
         right = s.substr(space + 1);
@@ -327,7 +347,8 @@ Tokenizer Tokenizer::from_tokenizer_json_text(std::string_view text, std::string
         right = entry[1].get<std::string>();
       } else {
         reader.fail(path,
-                    "expected \"left right\" or [\"left\", \"right\"], found " + entry.dump());
+                    "expected \"left right\" or [\"left\", \"right\"], found " +
+                        json_short_text(entry));
       }
       auto l = key_ids.find(left);
       auto r = key_ids.find(right);
@@ -341,9 +362,8 @@ Tokenizer Tokenizer::from_tokenizer_json_text(std::string_view text, std::string
     }
   }
 
-  if (auto pre = root.find("pre_tokenizer"); pre != root.end()) {
-    reader.check_pre_tokenizer(*pre, "pre_tokenizer");
-  }
+  auto pre = root.find("pre_tokenizer");
+  reader.check_pre_tokenizer(pre == root.end() ? nullptr : &*pre);
   return make_tokenizer(std::move(impl), origin);
 }
 
@@ -482,6 +502,10 @@ Tokenizer Tokenizer::from_tokenizer_model_text(std::string_view text, std::strin
     if (space == std::string_view::npos || line.find(' ', space + 1) != std::string_view::npos) {
       fail(line_no,
            "expected `<base64 token> <rank>`, found \"" + std::string(line.substr(0, 80)) + "\"");
+    }
+    if (entries.size() == kMaxTokenizerModelTokens) {
+      fail(line_no, "more than " + std::to_string(kMaxTokenizerModelTokens) +
+                        " tokens, far more than any vocabulary (Llama 3 has 128,000)");
     }
     entries.push_back({line_no, line.substr(0, space), line.substr(space + 1)});
   }

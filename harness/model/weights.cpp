@@ -11,6 +11,7 @@
 #include "harness/check/cuda_check.h"
 #include "harness/profiling/nvtx.h"
 #include "kernels/kernels.h"
+#include "harness/model/config_check.h"
 #include "harness/model/safetensors.h"
 
 namespace clockwork {
@@ -33,6 +34,7 @@ DeviceWeights load_device_weights(const std::filesystem::path& dir, const ModelC
                                   const std::string& owner) {
   const nvtx::Range range("load checkpoint");
   const Checkpoint ckpt = Checkpoint::open(dir);
+  check_config_fits_checkpoint(c, ckpt);  // before anything is sized from the config
   DeviceWeights m;
 
   // Every tensor the model reads, with the shape config.json implies and where its device

@@ -299,7 +299,42 @@ TEST(Config, FromFileReadsAndNamesTheFile) {
   EXPECT_TRUE(Mentions(config_error_of([&] { ModelConfig::from_file(file); }),
                        {file.string(), "field 'vocab_size' is missing"}));
   EXPECT_TRUE(Mentions(config_error_of([&] { ModelConfig::from_file(dir / "absent.json"); }),
-                       {(dir / "absent.json").string(), "cannot open"}));
+                       {(dir / "absent.json").string(), "not found"}));
+}
+
+// Untrusted text: refused with the file and the key, before anything recursive runs.
+TEST(Config, HostileJsonIsRefusedNamingTheFileAndKey) {
+  auto error = [](const std::string& text) {
+    return config_error_of([&] { ModelConfig::from_json_text(text, kOrigin); });
+  };
+  const std::string bomb = R"({"rope_scaling": )" + std::string(100'000, '[') +
+                           std::string(100'000, ']') + "}";
+  EXPECT_TRUE(Mentions(error(bomb), {kOrigin, "key 'rope_scaling[0][0]",
+                                     "nested deeper than 16 levels"}));
+  EXPECT_TRUE(Mentions(error(std::string("{\"hidden_size\": 64}\0garbage", 27)),
+                       {kOrigin, "NUL byte at offset 19 (line 1, column 20)"}));
+  EXPECT_TRUE(Mentions(error(std::string(kLlama3_8B) + "\n{}"),
+                       {kOrigin, "unexpected text after the JSON value"}));
+  EXPECT_TRUE(Mentions(error(R"({"hidden_size": 64, "rms_norm_eps": 1e999})"),
+                       {kOrigin, "key 'rms_norm_eps'", "1e999", "too large for a double"}));
+  EXPECT_TRUE(Mentions(error(R"({"hidden_size": 64, "hidden_size": 128})"),
+                       {kOrigin, "key 'hidden_size': appears twice"}));
+  // Whitespace after the value is JSON; a config.json ends with a newline.
+  EXPECT_EQ(ModelConfig::from_json_text(std::string(kLlama3_8B) + "\n \t\r\n", kOrigin).hidden_size,
+            4096);
+}
+
+TEST(Config, OversizedFileIsRefusedBeforeReading) {
+  clockwork::TempDir dir;
+  const fs::path file = dir / "config.json";
+  {
+    std::ofstream out(file, std::ios::binary);
+    out << kLlama3_8B;
+    out.seekp((std::streamoff{1} << 20));  // sparse: 1 MiB + 1 byte
+    out.put(' ');
+  }
+  EXPECT_TRUE(Mentions(config_error_of([&] { ModelConfig::from_file(file); }),
+                       {file.string(), "1048577 bytes", "more than the 1048576-byte limit"}));
 }
 
 TEST(Config, NotJsonOrNotAnObject) {
@@ -506,6 +541,35 @@ const InvalidConfig kInvalidConfigs[] = {
     {"HiddenSizeTooLarge",
      [](json& j) { j["hidden_size"] = 18446744073709551615ull; },
      {"field 'hidden_size' is 18446744073709551615, too large"}},
+    // Sizes are bounded before anything is built from them.
+    {"LayerCountBillion",
+     [](json& j) { j["num_hidden_layers"] = 1'000'000'000; },
+     {"field 'num_hidden_layers' is 1000000000, more than 1024"}},
+    {"LayerCountBillionAsAFloat",
+     [](json& j) { j["num_hidden_layers"] = 1e9; },
+     {"field 'num_hidden_layers' is the number 1000000000.0, expected an integer"}},
+    {"HeadsTimesHeadDimWrapsAround",
+     // 4294967297 x 4294967296 is 4294967296 modulo 2^64: equal to hidden_size if unchecked.
+     [](json& j) {
+       j["hidden_size"] = 4294967296;
+       j["num_attention_heads"] = 4294967297;
+       j["num_key_value_heads"] = 4294967297;
+       j["head_dim"] = 4294967296;
+     },
+     {"field 'hidden_size' is 4294967296, more than 1048576"}},
+    {"HeadCountHuge",
+     [](json& j) {
+       j["num_attention_heads"] = 1 << 20;
+       j["head_dim"] = 128;
+     },
+     {"field 'num_attention_heads' is 1048576, more than 16384"}},
+    {"VocabHuge",
+     [](json& j) { j["vocab_size"] = int64_t{1} << 40; },
+     {"field 'vocab_size' is 1099511627776, more than 16777216"}},
+    {"MaxPositionsBeyond32Bits",
+     [](json& j) { j["max_position_embeddings"] = 2147483648; },
+     {"field 'max_position_embeddings' is 2147483648, more than 2147483647",
+      "32-bit"}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Config, InvalidConfigTest, ::testing::ValuesIn(kInvalidConfigs),

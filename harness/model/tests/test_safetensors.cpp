@@ -3,6 +3,7 @@
 // names the file, the tensor and the problem.
 #include "harness/model/safetensors.h"
 #include "harness/check/temp_dir.h"
+#include "harness/model/config_check.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -702,7 +703,7 @@ TEST_F(SafetensorsTest, MalformedIndexFiles) {
   write_text(index, R"({"weight_map": {"a": "../elsewhere.safetensors"}})");
   EXPECT_TRUE(Mentions(open_error(dir.path()), {"'../elsewhere.safetensors'", "plain file name"}));
   write_text(index, R"({"weight_map": {"a": "x", "a": "y"}})");
-  EXPECT_TRUE(Mentions(open_error(dir.path()), {index.string(), "'a' appears twice"}));
+  EXPECT_TRUE(Mentions(open_error(dir.path()), {index.string(), "key 'weight_map.a': appears twice"}));
   write_text(index, R"({"weight_map": )");
   EXPECT_TRUE(Mentions(open_error(dir.path()), {index.string(), "not valid JSON"}));
   write_text(index, "[]");
@@ -941,23 +942,120 @@ const MalformedHeader kMalformedHeaders[] = {
      R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
          "w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}})",
      16,
-     {"tensor 'w' appears twice"}},
+     {"key 'w': appears twice"}},
     {"DuplicateKeyInsideAnEntry",
      R"({"w": {"dtype": "F32", "dtype": "F16", "shape": [2], "data_offsets": [0, 8]}})",
      8,
-     {"key 'dtype' appears twice", "entry 'w'"}},
+     {"key 'w.dtype': appears twice"}},
     {"MetadataNotStrings",
      R"({"__metadata__": {"format": 1},
          "w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})",
      8,
      {"__metadata__ key 'format'", "expected a string"}},
     {"MetadataNotAnObject", R"({"__metadata__": "pt"})", 0, {"__metadata__ is a JSON string"}},
+    // Untrusted input: each refused with the key where the problem sits, before it can overflow
+    // the stack, exhaust memory or be silently ignored.
+    {"DepthBomb",
+     R"({"__metadata__": {"format": )" + std::string(100'000, '[') + std::string(100'000, ']') +
+         "}}",
+     0,
+     {"key '__metadata__.format[0][0]", "levels)", "nested deeper than 16 levels"}},
+    {"NulByteThenGarbage",
+     std::string(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})") +
+         std::string("\0garbage", 8),
+     8,
+     {"NUL byte at offset 61", "line 1, column 62"}},
+    {"TextAfterTheHeader",
+     R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}} {"x": 1})",
+     8,
+     {"unexpected text after the JSON value", "column 63"}},
+    {"LineBreakPaddingTheHeader",
+     R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})" "\n  ",
+     8,
+     {"only spaces may pad a safetensors header"}},
+    {"NumberBeyondADouble",
+     R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8e999]}})",
+     8,
+     {"key 'w.data_offsets[1]'", "too large for a double"}},
+    {"OverflowingShape",
+     R"({"w": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 8]}})",
+     8,
+     {"tensor 'w'", "shape [4294967296, 4294967296] has more bytes than fit in 64 bits"}},
+    {"ShapeDimensionBeyond64Bits",
+     R"({"w": {"dtype": "F32", "shape": [18446744073709551615], "data_offsets": [0, 8]}})",
+     8,
+     {"tensor 'w'", "dimension too large for 64 bits"}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Safetensors, MalformedHeaderTest, ::testing::ValuesIn(kMalformedHeaders),
                          [](const ::testing::TestParamInfo<MalformedHeader>& param_info) {
                            return std::string(param_info.param.name);
                          });
+
+TEST_F(SafetensorsTest, HeaderLengthClaimingATerabyteIsRefusedBeforeReading) {
+  // 2^40 bytes of header: refused from the length field alone, nothing is allocated.
+  const fs::path file = dir / "huge.safetensors";
+  write_raw(file, "{}", 0, uint64_t{1} << 40);
+  EXPECT_TRUE(Mentions(open_error(file), {file.string(), "header length field says 1099511627776",
+                                          "100000000-byte limit"}));
+}
+
+TEST_F(SafetensorsTest, HeaderWithMoreTensorsThanTheLimit) {
+  // One file may describe at most 65,536 tensors; the count is checked while the header is
+  // parsed, so a header listing millions of tensors stops at the first one over.
+  std::string header = "{";
+  for (int i = 0; i <= 65536; ++i) {
+    header += "\"t" + std::to_string(i) + "\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},";
+  }
+  header.back() = '}';
+  const fs::path file = dir / "many.safetensors";
+  write_raw(file, header, 0);
+  EXPECT_TRUE(Mentions(open_error(file), {file.string(), "key 't65536'",
+                                          "more than 65536 entries in one object"}));
+}
+
+TEST_F(SafetensorsTest, IndexDepthBombSizeAndTrailingBytes) {
+  const fs::path index = dir / "model.safetensors.index.json";
+  write_text(index, R"({"weight_map": {"a": )" + std::string(100'000, '[') + "}}");
+  EXPECT_TRUE(Mentions(open_error(dir.path()),
+                       {index.string(), "key 'weight_map.a[0]", "nested deeper than 16 levels"}));
+  write_text(index, R"({"weight_map": {"a": "model.safetensors"}} trailing)");
+  EXPECT_TRUE(Mentions(open_error(dir.path()),
+                       {index.string(), "unexpected text after the JSON value"}));
+  write_text(index, std::string(R"({"weight_map": {"a": "model.safetensors"}})") +
+                        std::string("\0{}", 3));
+  EXPECT_TRUE(Mentions(open_error(dir.path()), {index.string(), "NUL byte at offset 42"}));
+  // Over 64 MiB is refused from the file's size, before it is read.
+  {
+    std::ofstream out(index, std::ios::binary);
+    out.seekp((std::streamoff{64} << 20) + 1);
+    out.put(' ');
+  }
+  EXPECT_TRUE(Mentions(open_error(dir.path()), {index.string(), "67108866 bytes",
+                                                "more than the 67108864-byte limit"}));
+}
+
+TEST_F(SafetensorsTest, ConfigIsCheckedAgainstTheCheckpointBeforeUse) {
+  clockwork::write_safetensors(dir / "model.safetensors", tiny_model_tensors(2));
+  const Checkpoint ckpt = Checkpoint::open(dir.path());
+  clockwork::ModelConfig c;  // the shapes tiny_model_tensors() writes
+  c.hidden_size = 8;
+  c.num_layers = 2;
+  c.num_heads = 2;
+  c.num_kv_heads = 1;
+  c.head_dim = 4;
+  c.intermediate_size = 12;
+  c.vocab_size = 16;
+  EXPECT_NO_THROW(clockwork::check_config_fits_checkpoint(c, ckpt));
+
+  c.num_layers = 1000;  // passes config.json's bounds, but not this checkpoint
+  EXPECT_TRUE(Mentions(error_of([&] { clockwork::check_config_fits_checkpoint(c, ckpt); }),
+                       {dir.path().string(), "num_hidden_layers is 1000",
+                        "layers stop at model.layers.1"}));
+  c.num_layers = std::numeric_limits<int64_t>::max();  // 9 x L overflows
+  EXPECT_TRUE(Mentions(error_of([&] { clockwork::check_config_fits_checkpoint(c, ckpt); }),
+                       {dir.path().string(), "more weights than fit in 64 bits"}));
+}
 
 TEST_F(SafetensorsTest, HeaderWithOnlyMetadataIsAnEmptyCheckpoint) {
   // Valid per the format: no tensors, no data. Lookups then say the checkpoint is empty.

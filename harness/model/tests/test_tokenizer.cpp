@@ -949,6 +949,22 @@ TEST_F(TrainedTokenizer, MalformedTokenizerJson) {
          j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"use_regex", true}};
        },
        {"pre_tokenizer", "GPT-2"}},
+      {"pre-tokenizer without Llama 3's Split step",
+       [](json& j) {
+         j["pre_tokenizer"] = {{"type", "Sequence"},
+                               {"pretokenizers", {{{"type", "ByteLevel"}, {"use_regex", false}}}}};
+       },
+       {"pre_tokenizer", "no \"Split\" step"}},
+      {"deeply nested pre-tokenizer sequences",
+       [](json& j) {
+         // 12 Sequences around the file's own (29 JSON levels, under the limit of 32).
+         json node = j["pre_tokenizer"];
+         for (int i = 0; i < 12; ++i) {
+           node = {{"type", "Sequence"}, {"pretokenizers", json::array({node, {{"type", "Bad"}}})}};
+         }
+         j["pre_tokenizer"] = node;
+       },
+       {"pretokenizers[0].pretokenizers[1].type", "\"Bad\" is not supported"}},
   };
   for (const Case& c : cases) {
     json edited = good;
@@ -966,6 +982,38 @@ TEST_F(TrainedTokenizer, MalformedTokenizerJson) {
   EXPECT_TRUE(
       throws_tokenizer_error([&] { Tokenizer::from_tokenizer_json_text("[1, 2]", "t.json"); },
                              {"t.json", "expected a JSON object"}));
+}
+
+TEST_F(TrainedTokenizer, HostileTokenizerJsonIsRefusedNamingTheFileAndKey) {
+  const std::string good = read_text(dir_->path() / "tokenizer.json");
+  const std::string origin = "tok/tokenizer.json";
+  auto refused = [&](const std::string& text, const std::vector<std::string>& mentions) {
+    std::vector<std::string> all = mentions;
+    all.push_back(origin);
+    return throws_tokenizer_error([&] { Tokenizer::from_tokenizer_json_text(text, origin); }, all);
+  };
+  // A pre-tokenizer nested 100,000 deep: refused at 33 levels, before any recursion.
+  EXPECT_TRUE(refused(R"({"pre_tokenizer": )" + std::string(100'000, '[') + "}",
+                      {"key 'pre_tokenizer[0][0]", "nested deeper than 32 levels"}));
+  EXPECT_TRUE(refused(good + std::string("\0garbage", 8),
+                      {"NUL byte at offset " + std::to_string(good.size())}));
+  EXPECT_TRUE(refused(good + "]", {"unexpected text after the JSON value"}));
+  EXPECT_TRUE(refused(R"({"model": {"type": "BPE", "vocab": {"a": 0, "a": 1}}})",
+                      {"key 'model.vocab.a': appears twice"}));
+}
+
+TEST(TokenizerFiles, OversizedFileIsRefusedBeforeReading) {
+  TempDir dir;
+  const fs::path file = dir.path() / "tokenizer.json";
+  {
+    std::ofstream out(file, std::ios::binary);
+    out << "{";
+    out.seekp(std::streamoff{256} << 20);  // sparse: 256 MiB + 1 byte
+    out.put('}');
+  }
+  EXPECT_TRUE(throws_tokenizer_error([&] { Tokenizer::from_file(file); },
+                                     {file.string(), "268435457 bytes",
+                                      "more than the 268435456-byte limit"}));
 }
 
 TEST_F(TrainedTokenizer, DamagedFilesNeverCrash) {
