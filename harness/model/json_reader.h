@@ -29,8 +29,8 @@
 
 namespace clockwork {
 
-/// A JSON document the reader refuses. what() is "<origin>: key '<path>': <problem>" (without
-/// the key part when the problem is not inside a value), where <path> is written like
+/// A JSON document the reader refuses. what() is `ORIGIN: key 'PATH': PROBLEM` (without the key
+/// part when the problem is not inside a value), where PATH is written like
 /// `model.vocab["a b"][3]`.
 class JsonError : public std::runtime_error {
  public:
