@@ -6,7 +6,8 @@
 # Also: make docs (the course site: handouts and API, formulas and figures), make bench
 # (CPU-backend costs, then `clockwork bench` on the CPU backend, plotted in build/bench.svg),
 # make showcase (a standalone CUDA program on the CPU backend), make build (no tests),
-# make clean; make m1, make m2, ... (one milestone's test programs built and run: the edit loop).
+# make clean; make m1, make m2, ... (one milestone's test programs built and run: the edit loop);
+# make autograder (build/autograder.zip, Gradescope's autograder: see handouts/instructor-guide.md).
 # Variables: BUILD=dir, PRESET=name (see CMakePresets.json).
 
 BUILD  ?= build
@@ -17,6 +18,8 @@ JOBS   ?= $(shell nproc)
 PACKAGES := cmake ninja-build g++ make pkg-config ccache libgtest-dev libboost-context-dev \
             nlohmann-json3-dev libpcre2-dev libtorch-dev \
             doxygen graphviz libjs-mathjax chromium gnuplot-nox
+# Those only the course site and the plots need: the autograder's setup.sh leaves them out.
+DOC_PACKAGES := doxygen graphviz libjs-mathjax chromium gnuplot-nox
 
 # The CUDA headers the CPU backend compiles against: the CUDA toolkit's when it is installed,
 # otherwise those of NVIDIA's header wheels on PyPI, fetched with pip into .cuda-headers/ (pinned
@@ -31,7 +34,8 @@ endif
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test demo showcase docs bench build configure configure-now deps cuda-headers clean
+.PHONY: test demo showcase docs bench build configure configure-now deps cuda-headers clean \
+        autograder print-packages
 
 # make m1, make m2, ...: the edit loop. Builds only that milestone's test programs and runs its
 # tests (not the slow ones), printing what failed.
@@ -77,6 +81,13 @@ bench: configure
 	@echo
 	@$(BUILD)/bin/clockwork tiny-model --out $(BUILD)/bench-model --force >/dev/null
 	$(BUILD)/bin/clockwork bench --model $(BUILD)/bench-model --plot $(BUILD)/bench.svg
+
+autograder: configure
+	cmake --build $(BUILD) --target autograder
+
+# The packages a build needs, for the autograder's setup.sh.
+print-packages:
+	@echo $(filter-out $(DOC_PACKAGES),$(PACKAGES))
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
