@@ -15,11 +15,12 @@ PRESET ?= default
 JOBS   ?= $(shell nproc)
 
 # Debian packages the build needs. The CUDA toolkit is not in Debian's main archive: see README.
+# DOC_PACKAGES are for the course site and the plots only: the autograder's setup.sh leaves them
+# out (make print-packages).
+DOC_PACKAGES := doxygen graphviz libjs-mathjax chromium gnuplot-nox
 PACKAGES := cmake ninja-build g++ make pkg-config ccache libgtest-dev libboost-context-dev \
             nlohmann-json3-dev libpcre2-dev libtorch-dev \
-            doxygen graphviz libjs-mathjax chromium gnuplot-nox
-# Those only the course site and the plots need: the autograder's setup.sh leaves them out.
-DOC_PACKAGES := doxygen graphviz libjs-mathjax chromium gnuplot-nox
+            $(DOC_PACKAGES)
 
 # The CUDA headers the CPU backend compiles against: the CUDA toolkit's when it is installed,
 # otherwise those of NVIDIA's header wheels on PyPI, fetched with pip into .cuda-headers/ (pinned
