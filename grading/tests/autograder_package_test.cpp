@@ -17,9 +17,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
-#include <set>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "grading/rubric.h"
 #include "grading/tests/gradescope_format.h"
