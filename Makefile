@@ -6,7 +6,8 @@
 # Also: make docs (the course site: handouts and API, formulas and figures), make bench
 # (CPU-backend costs, then `clockwork bench` on the CPU backend, plotted in build/bench.svg),
 # make showcase (a standalone CUDA program on the CPU backend), make build (no tests),
-# make clean; make m1, make m2, ... (one milestone's test programs built and run: the edit loop).
+# make clean; make m1, make m2, ... (one milestone's test programs built and run: the edit loop);
+# make autograder (build/autograder.zip, Gradescope's autograder: see handouts/instructor-guide.md).
 # Variables: BUILD=dir, PRESET=name (see CMakePresets.json).
 
 BUILD  ?= build
@@ -14,11 +15,15 @@ PRESET ?= default
 JOBS   ?= $(shell nproc)
 
 # Debian packages the build needs. The CUDA toolkit is not in Debian's main archive: see README.
-# clang-14 and libclang-rt-14-dev (libFuzzer and the sanitizer runtimes, only recommended by
-# clang) build the parser fuzz targets (ctest -L fuzz).
+# DOC_PACKAGES are for the course site and the plots only, and TEST_PACKAGES for the project's
+# own tests (clang-14 and libclang-rt-14-dev, libFuzzer and the sanitizer runtimes, which clang
+# only recommends, build the parser fuzz targets: ctest -L fuzz). The autograder's setup.sh
+# leaves both out (make print-packages).
+DOC_PACKAGES := doxygen graphviz libjs-mathjax chromium gnuplot-nox
+TEST_PACKAGES := clang-14 libclang-rt-14-dev
 PACKAGES := cmake ninja-build g++ make pkg-config ccache libgtest-dev libboost-context-dev \
-            nlohmann-json3-dev libpcre2-dev libtorch-dev clang-14 libclang-rt-14-dev \
-            doxygen graphviz libjs-mathjax chromium gnuplot-nox
+            nlohmann-json3-dev libpcre2-dev libtorch-dev \
+            $(DOC_PACKAGES) $(TEST_PACKAGES)
 
 # The CUDA headers the CPU backend compiles against: the CUDA toolkit's when it is installed,
 # otherwise those of NVIDIA's header wheels on PyPI, fetched with pip into .cuda-headers/ (pinned
@@ -33,7 +38,8 @@ endif
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test demo showcase docs bench build configure configure-now deps cuda-headers clean
+.PHONY: test demo showcase docs bench build configure configure-now deps cuda-headers clean \
+        autograder print-packages
 
 # make m1, make m2, ...: the edit loop. Builds only that milestone's test programs and runs its
 # tests (not the slow ones), printing what failed.
@@ -79,6 +85,13 @@ bench: configure
 	@echo
 	@$(BUILD)/bin/clockwork tiny-model --out $(BUILD)/bench-model --force >/dev/null
 	$(BUILD)/bin/clockwork bench --model $(BUILD)/bench-model --plot $(BUILD)/bench.svg
+
+autograder: configure
+	cmake --build $(BUILD) --target autograder
+
+# The packages a build needs, for the autograder's setup.sh.
+print-packages:
+	@echo $(filter-out $(DOC_PACKAGES) $(TEST_PACKAGES),$(PACKAGES))
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)

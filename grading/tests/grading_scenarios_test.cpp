@@ -17,6 +17,7 @@
 #include <string>
 
 #include "grading/rubric.h"
+#include "grading/tests/gradescope_format.h"
 #include "tools/handout/process.h"
 #include "tools/handout/tree.h"
 
@@ -87,28 +88,21 @@ class Grading : public ::testing::Test {
     return results;
   }
 
-  // The shape Gradescope expects, whatever the grading found.
+  // The shape Gradescope expects, whatever the grading found, and the grader's size limits.
   static void check_format(const json& results) {
-    ASSERT_TRUE(results.contains("score"));
-    ASSERT_TRUE(results["score"].is_number());
+    std::string problems;
+    for (const std::string& p : gradescope_format_problems(results)) problems += p + "\n";
+    ASSERT_EQ(problems, "") << results.dump(2);
     ASSERT_TRUE(results["execution_time"].is_number());
     ASSERT_TRUE(results["output"].is_string());
     EXPECT_LE(results["output"].get<std::string>().size(), 16u * 1024);
-    ASSERT_TRUE(results["tests"].is_array());
     size_t total = results["output"].get<std::string>().size();
-    double sum = 0;
     for (const json& t : results["tests"]) {
-      for (const char* key : {"name", "output", "status", "visibility"}) EXPECT_TRUE(t[key].is_string()) << key;
-      EXPECT_TRUE(t["score"].is_number());
-      EXPECT_TRUE(t["max_score"].is_number());
       EXPECT_TRUE(t["tags"].is_array());
-      EXPECT_TRUE(t["status"] == "passed" || t["status"] == "failed");
       EXPECT_LE(t["output"].get<std::string>().size(), 10u * 1024);
       total += t["output"].get<std::string>().size();
-      sum += t["score"].get<double>();
     }
     EXPECT_LE(total, 64u * 1024);
-    EXPECT_NEAR(results["score"].get<double>(), sum, 1e-6);
   }
 
   // A folder holding the reference solution's student files as they are (markers included: they
