@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -87,6 +89,18 @@ std::string nvcc_path() {
   if (p.empty() && access("/usr/local/cuda/bin/nvcc", X_OK) == 0) p = "/usr/local/cuda/bin/nvcc";
   return p;
 }
+
+}  // namespace
+
+bool valid_hidden_seed(const std::string& seed) {
+  if (seed.empty() || seed.size() > 20 || !std::isdigit(static_cast<unsigned char>(seed[0]))) return false;
+  errno = 0;
+  char* end = nullptr;
+  std::strtoull(seed.c_str(), &end, 0);
+  return errno == 0 && end == seed.c_str() + seed.size();
+}
+
+namespace {
 
 std::string random_seed() {
   std::random_device rd;
@@ -469,6 +483,11 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
     throw GraderError("unknown backend '" + opt.backend + "' (auto, sim or cuda)");
   }
   if (opt.hidden) p.seed = opt.seed.empty() ? random_seed() : opt.seed;
+  if (opt.hidden && !valid_hidden_seed(p.seed)) {
+    // The seed itself is secret: say what is wrong with it, not what it is.
+    throw GraderError("the hidden tests' seed (--seed or CLOCKWORK_HIDDEN_SEED) is not a number: it must be an "
+                      "unsigned 64-bit integer, decimal or 0x-hex, with nothing around it");
+  }
 
   // The framework: every solution region replaced by its stub, instructor material only when
   // the hidden tests run. The student's files go on top.

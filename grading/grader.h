@@ -53,6 +53,11 @@ struct SubmissionPlan {
 SubmissionPlan overlay_submission(handout::Tree& framework, const Rubric& rubric,
                                   const std::filesystem::path& submission);
 
+/// Whether `seed` is what the hidden tests accept as CLOCKWORK_SEED: an unsigned 64-bit number in
+/// decimal or 0x-hex, nothing else. A seed they would refuse fails every hidden item with the
+/// same message, so the grader refuses it up front instead.
+bool valid_hidden_seed(const std::string& seed);
+
 /// Grades a submission. Always returns a valid results.json document; `status` is 0 after a
 /// grading (whatever the score) and 2 when the grader itself could not do its job (the document
 /// then says why, with score 0).

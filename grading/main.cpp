@@ -33,7 +33,7 @@ int usage(const std::string& why) {
          "  --rubric FILE         the rubric (default: ROOT/grading/rubric.json)\n"
          "  --hidden              also run the hidden tests (ROOT/grading/hidden, ROOT/grading/rubric-hidden.json)\n"
          "  --hidden-rubric FILE  the hidden tests' rubric\n"
-         "  --seed S              secret seed of the hidden tests (default: $CLOCKWORK_HIDDEN_SEED, else random)\n"
+         "  --seed S              secret seed of the hidden tests, a number (default: $CLOCKWORK_HIDDEN_SEED, else random)\n"
          "  --timeout S           time limit of each test run, in seconds (default: the rubric's)\n"
          "  --source ROOT         the solution tree the framework is copied from (default: the one this\n"
          "                        grader was built from)\n"

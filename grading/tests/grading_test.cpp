@@ -378,3 +378,29 @@ TEST_F(Submission, LooseFilesAndAWrappingFolder) {
 
 }  // namespace
 }  // namespace clockwork::grading
+
+TEST(HiddenSeed, OnlyNumbersTheHiddenTestsAccept) {
+  using clockwork::grading::valid_hidden_seed;
+  for (const char* ok : {"0", "42", "18446744073709551615", "0x1f", "0XDEADBEEF"}) EXPECT_TRUE(valid_hidden_seed(ok)) << ok;
+  for (const char* bad : {"", "abc", "12abc", " 12", "12 ", "-1", "+1", "18446744073709551616", "1e9", "0x", "12; id"}) {
+    EXPECT_FALSE(valid_hidden_seed(bad)) << "'" << bad << "'";
+  }
+}
+
+// A seed the hidden tests would refuse stops the grading before anything is built, with a valid
+// results.json that says why without repeating the seed.
+TEST(HiddenSeed, NotANumberIsAGraderError) {
+  clockwork::grading::GradeOptions o;
+  o.source = CLOCKWORK_SOURCE_DIR;
+  o.submission = std::filesystem::temp_directory_path();
+  o.hidden = true;
+  o.seed = "s3cret-words";
+  int status = 0;
+  const nlohmann::json results = clockwork::grading::grade(o, status);
+  EXPECT_EQ(status, 2);
+  EXPECT_EQ(results.value("score", -1.0), 0.0);
+  const std::string output = results.value("output", std::string());
+  EXPECT_NE(output.find("seed"), std::string::npos) << output;
+  EXPECT_NE(output.find("not a number"), std::string::npos) << output;
+  EXPECT_EQ(results.dump().find("s3cret-words"), std::string::npos) << results.dump();
+}
