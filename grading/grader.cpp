@@ -11,7 +11,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <random>
@@ -34,6 +36,10 @@ constexpr size_t kMaxSubmissionFile = 4 * 1024 * 1024;  // no student source is 
 constexpr size_t kMaxSubmissionEntries = 50000;
 constexpr unsigned long long kMaxTestOutputFile = 256ull * 1024 * 1024;
 constexpr size_t kListed = 25;  // names listed per category in the overall output
+// Kept free before --deadline for the checked reports to be read and results.json written.
+constexpr double kDeadlineMargin_s = 20;
+// A test run is not started with less time than this left before the deadline.
+constexpr double kMinimumRun_s = 5;
 
 bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
 
@@ -307,7 +313,16 @@ struct Pipeline {
   std::ostringstream top;
   std::map<std::string, std::optional<std::string>> build_env;
 
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+
   explicit Pipeline(const GradeOptions& o) : opt(o) {}
+
+  // A build's time limit: its own, or what is left before the deadline.
+  double build_limit() const {
+    if (opt.deadline_s <= 0) return opt.build_timeout_s;
+    const double used = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return std::max(1.0, std::min(opt.build_timeout_s, opt.deadline_s - kDeadlineMargin_s - used));
+  }
 
   handout::RunResult run_logged(const std::vector<std::string>& argv, const fs::path& log, double timeout_s) {
     handout::RunOptions r;
@@ -336,7 +351,7 @@ struct Pipeline {
       const int jobs = opt.jobs > 0 ? opt.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
       const handout::RunResult r = run_logged({opt.cmake, "--build", fw.string(), "--target", "clockwork_framework",
                                                "-j", std::to_string(jobs)},
-                                              work / "framework.log", opt.build_timeout_s);
+                                              work / "framework.log", build_limit());
       if (!r.succeeded()) {
         std::cerr << "clockwork-grade: the framework build " << fw.string() << " could not be brought up to date ("
                   << r.describe() << "); compiling the whole framework instead\n";
@@ -402,7 +417,7 @@ struct Pipeline {
     const int jobs = opt.jobs > 0 ? opt.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     argv.push_back("-j");
     argv.push_back(std::to_string(jobs));
-    const handout::RunResult r = run_logged(argv, work / "build.log", opt.build_timeout_s);
+    const handout::RunResult r = run_logged(argv, work / "build.log", build_limit());
     seconds = r.seconds;
     ok = r.succeeded();
     if (!ok) {
@@ -575,7 +590,19 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
   const bool benchmark = p.backend == "cuda" && !p.rubric.benchmark.target.empty();
   if (benchmark) targets.push_back(p.rubric.benchmark.target);
 
-  std::vector<TestOutcome> outcomes(p.rubric.tests.size());
+  // What a grader killed from outside leaves behind: every test not yet run says so.
+  const TestOutcome pending = not_run(
+      "Not run: the grading stopped before this test ran (it was stopped from outside or ran out of time).");
+  std::vector<TestOutcome> outcomes(p.rubric.tests.size(), pending);
+  std::mutex progress_mutex;
+  auto progress = [&] {  // called with progress_mutex held, or before the test runs start
+    if (opt.on_progress) opt.on_progress(make_results(p.rubric, outcomes, p.top.str(), elapsed()));
+  };
+  // Seconds left before the deadline, keeping a margin for the results; infinite without one.
+  auto time_left = [&] {
+    return opt.deadline_s > 0 ? opt.deadline_s - kDeadlineMargin_s - elapsed() : std::numeric_limits<double>::infinity();
+  };
+  progress();
   if (!targets.empty()) {
     std::string errors;
     bool ok = false;
@@ -626,6 +653,7 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
     }
     r.env["CLOCKWORK_SEED"] = t.hidden ? std::optional<std::string>(p.seed) : std::nullopt;
     r.timeout_s = t.timeout_s > 0 && opt.timeout_s <= 0 ? t.timeout_s : p.rubric.timeout_s;
+    r.timeout_s = std::min(r.timeout_s, std::max(1.0, time_left()));
     r.output_file = p.reports_dir / (std::to_string(i) + suffix + ".log");
     r.max_output = 64 * 1024;
     r.max_file_bytes = kMaxTestOutputFile;
@@ -634,17 +662,35 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
     o.output = p.clean(o.output);
     return o;
   };
+  auto finish = [&](size_t i, TestOutcome o) {
+    std::lock_guard lk(progress_mutex);
+    outcomes[i] = std::move(o);
+    progress();
+  };
+  auto out_of_time = [&] {
+    std::ostringstream o;
+    o << "Not run: the grading reached its overall time limit (" << opt.deadline_s
+      << " s) before this test could start; tests before it used the time (look for one that hung).";
+    return not_run(o.str());
+  };
   auto run_one = [&](size_t i) {
     const RubricTest& t = p.rubric.tests[i];
     if (!binary_of[i]) {
-      outcomes[i] = not_run("The framework has no test program '" + t.binary +
-                            "' for this backend: the rubric and the framework disagree. Please tell the course staff.");
+      finish(i, not_run("The framework has no test program '" + t.binary +
+                        "' for this backend: the rubric and the framework disagree. Please tell the course staff."));
       return;
     }
-    outcomes[i] = run_test(i, binary_of[i], "");
-    if (outcomes[i].passed && checked_binary_of[i]) {
-      outcomes[i] = with_checked_run(outcomes[i], run_test(i, checked_binary_of[i], ".check"));
+    if (time_left() < kMinimumRun_s) return finish(i, out_of_time());
+    TestOutcome o = run_test(i, binary_of[i], "");
+    if (o.passed && checked_binary_of[i]) {
+      if (time_left() < kMinimumRun_s) {
+        o = out_of_time();
+        o.output += " (its normal run passed; the checked run did not start)";
+      } else {
+        o = with_checked_run(o, run_test(i, checked_binary_of[i], ".check"));
+      }
     }
+    finish(i, std::move(o));
   };
   {
     const size_t jobs = opt.jobs > 0 ? static_cast<size_t>(opt.jobs) : std::max(1u, std::thread::hardware_concurrency());
@@ -681,6 +727,7 @@ nlohmann::json grade(const GradeOptions& options, int& status) {
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   Pipeline p(options);
+  p.start = start;
   std::unique_ptr<TempDir> temp;
   status = 0;
   try {

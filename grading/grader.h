@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -34,6 +35,14 @@ struct GradeOptions {
   bool ccache = true;                   ///< use ccache as the compiler launcher when installed
   bool untracked = false;               ///< take untracked files of a git checkout <source> too
   double build_timeout_s = 3600;
+  /// The whole grading's time limit, from the grader's start; 0: none. Builds and test runs are
+  /// cut short so that results.json is complete before it: a test that cannot start in time is
+  /// reported as not run. Keep it below the autograder platform's own limit.
+  double deadline_s = 0;
+  /// Called with a complete results.json after the build and after every test run (tests still to
+  /// run marked as such), so that a grader killed from outside still leaves a valid document.
+  /// Calls are serialised.
+  std::function<void(const nlohmann::json&)> on_progress;
 };
 
 /// Which of the submission's files are used, and why the others are not.

@@ -35,6 +35,9 @@ int usage(const std::string& why) {
          "  --hidden-rubric FILE  the hidden tests' rubric\n"
          "  --seed S              secret seed of the hidden tests, a number (default: $CLOCKWORK_HIDDEN_SEED, else random)\n"
          "  --timeout S           time limit of each test run, in seconds (default: the rubric's)\n"
+         "  --deadline S          time limit of the whole grading: builds and test runs are cut short and\n"
+         "                        tests that cannot start are reported as not run, so that results.json\n"
+         "                        is complete in time (default 2100 s, below a 40-minute platform limit)\n"
          "  --source ROOT         the solution tree the framework is copied from (default: the one this\n"
          "                        grader was built from)\n"
          "  --untracked           with a git checkout as ROOT, also take files git does not track\n"
@@ -60,6 +63,7 @@ int main(int argc, char** argv) {
   clockwork::grading::GradeOptions o;
   o.source = CLOCKWORK_DEFAULT_SOURCE;
   o.framework_build = CLOCKWORK_DEFAULT_FRAMEWORK_BUILD;
+  o.deadline_s = 2100;
   fs::path out;
   if (const char* s = std::getenv("CLOCKWORK_HIDDEN_SEED")) o.seed = s;
   for (int i = 1; i < argc; ++i) {
@@ -81,6 +85,9 @@ int main(int argc, char** argv) {
     } else if (a == "--timeout") {
       if (!parse_number(value(), number)) return usage("--timeout needs a positive number of seconds");
       o.timeout_s = number;
+    } else if (a == "--deadline") {
+      if (!parse_number(value(), number)) return usage("--deadline needs a positive number of seconds");
+      o.deadline_s = number;
     } else if (a == "--build-timeout") {
       if (!parse_number(value(), number)) return usage("--build-timeout needs a positive number of seconds");
       o.build_timeout_s = number;
@@ -115,6 +122,15 @@ int main(int argc, char** argv) {
   }
   if (out.empty()) return usage("--out is required");
   if (o.submission.empty()) return usage("--submission is required");
+  // A complete results.json after every step, replaced atomically: if the platform kills the
+  // grader, the student still sees what was graded until then.
+  o.on_progress = [&out](const nlohmann::json& partial) {
+    try {
+      clockwork::handout::write_file_atomically(out, clockwork::grading::dump_results(partial));
+    } catch (const std::exception& e) {
+      std::cerr << "clockwork-grade: cannot write " << out.string() << ": " << e.what() << "\n";
+    }
+  };
 
   int status = 0;
   nlohmann::json results;

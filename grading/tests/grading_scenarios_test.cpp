@@ -293,6 +293,17 @@ TEST_F(Grading, HangingKernel) {
   EXPECT_EQ(test_named(results, "rmsnorm arguments")["status"], "passed");
   EXPECT_DOUBLE_EQ(results["score"].get<double>(), 11);
   EXPECT_LT(results["execution_time"].get<double>(), 3000);
+
+  // The same hang with a test time limit far beyond the grading's --deadline: the build is up to
+  // date now (seconds), and the hanging run is cut at the deadline less the grader's 20 s margin,
+  // so results.json is complete before it, with the other tests graded.
+  const json cut = grade(sub, {"--rubric", small_rubric().string(), "--timeout", "3000", "--deadline", "75"});
+  const json& hung = test_named(cut, "rmsnorm");
+  EXPECT_EQ(hung["status"], "failed");
+  EXPECT_NE(hung["output"].get<std::string>().find("time limit"), std::string::npos) << hung.dump(2);
+  EXPECT_EQ(test_named(cut, "embedding")["status"], "passed");
+  EXPECT_DOUBLE_EQ(cut["score"].get<double>(), 11);
+  EXPECT_LT(cut["execution_time"].get<double>(), 75);
 }
 
 TEST_F(Grading, TamperedTests) {
