@@ -119,17 +119,19 @@ float guard_bf16_as_float() {
   return f;
 }
 
-// The flat memory of t [r, k] read as rows of `width` >= k starting every k elements, with
-// `pad` beyond the end: row i, column c is flat[i·k + c].
-torch::Tensor rows_read_on(const torch::Tensor& t, int64_t width, float pad) {
-  const int64_t rows = t.size(0), k = t.size(1);
-  const torch::Tensor flat = f32(t).contiguous().reshape({rows * k}).cpu();
-  const torch::Tensor padded =
-      torch::cat({flat, torch::full({width}, pad, torch::kFloat)});  // width >= any overrun
+// Columns k .. width−1 of every row when the flat memory of t [rows, k] is read as rows of
+// `width` > k starting every k elements: element (i, c) is flat[i·k + k + c], and `pad` past the
+// end. Only these few columns are gathered, so a large weight is not copied.
+torch::Tensor overrun_columns(const torch::Tensor& t, int64_t width, float pad) {
+  const int64_t rows = t.size(0), k = t.size(1), over = width - k;
+  const torch::Tensor flat = t.contiguous().reshape({rows * k});
   const torch::Tensor idx =
-      (torch::arange(rows, torch::kLong).unsqueeze(1) * k + torch::arange(width, torch::kLong))
-          .reshape({rows * width});
-  return padded.index_select(0, idx).reshape({rows, width}).to(t.device());
+      (torch::arange(rows, torch::kLong).unsqueeze(1) * k + k + torch::arange(over, torch::kLong))
+          .reshape({rows * over})
+          .to(t.device());
+  const torch::Tensor inside = idx < rows * k;
+  const torch::Tensor got = f32(flat.index_select(0, idx.clamp_max(rows * k - 1)));
+  return torch::where(inside, got, torch::full_like(got, pad)).reshape({rows, over});
 }
 
 std::vector<Pitfall> make_table() {
@@ -377,6 +379,8 @@ torch::Tensor linear_k_tail_dropped(const torch::Tensor& x, const torch::Tensor&
           "linear_k_tail_dropped: expected x [m, k] and w [n, k], got x " + shape_str(x) +
               " and w " + shape_str(w));
   const int64_t kept = x.size(1) / tile * tile;
+  // Nothing is dropped when k is a multiple of the tile: not applicable (no candidate).
+  require(kept != x.size(1), "linear_k_tail_dropped: k is a multiple of the tile");
   return torch::matmul(f32(x).narrow(1, 0, kept), f32(w).narrow(1, 0, kept).t());
 }
 
@@ -386,11 +390,15 @@ torch::Tensor linear_k_loads_unbounded(const torch::Tensor& x, const torch::Tens
           "linear_k_loads_unbounded: expected x [m, k] and w [n, k], got x " + shape_str(x) +
               " and w " + shape_str(w));
   const int64_t k = x.size(1), width = (k + tile - 1) / tile * tile;
-  // The guard bytes read as about −3e-16: their products vanish next to real terms, but they
-  // keep a row that reads past the end finite, as on the device.
-  const torch::Tensor xs = rows_read_on(x, width, guard_float());
-  const torch::Tensor ws = rows_read_on(w, width, guard_bf16_as_float());
-  return torch::matmul(xs, ws.t());
+  // Nothing is read past k when k is a multiple of the tile: not applicable (no candidate).
+  require(width != k, "linear_k_loads_unbounded: k is a multiple of the tile");
+  const torch::Tensor in_bounds = ref::linear(x, w);
+  // The terms past k: the next row's first elements of x times those of W. The guard bytes read
+  // as about −3e-16: their products vanish next to real terms, but they keep a row that reads
+  // past the end finite, as on the device.
+  const torch::Tensor xs = overrun_columns(x, width, guard_float());
+  const torch::Tensor ws = overrun_columns(w, width, guard_bf16_as_float());
+  return in_bounds + torch::matmul(xs, ws.t());
 }
 
 torch::Tensor linear_bf16_accumulation(const torch::Tensor& x, const torch::Tensor& w,
@@ -398,6 +406,12 @@ torch::Tensor linear_bf16_accumulation(const torch::Tensor& x, const torch::Tens
   require(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1),
           "linear_bf16_accumulation: expected x [m, k] and w [n, k], got x " + shape_str(x) +
               " and w " + shape_str(w));
+  // One step per k on [m, n]: emulating a large product takes seconds, and the small shapes of
+  // the same tests show the mistake first, so larger products are left out (the candidate is
+  // skipped like any pitfall that does not apply).
+  require(x.size(0) * w.size(0) * x.size(1) <= (int64_t{1} << 24),
+          "linear_bf16_accumulation: emulated only up to 2^24 multiply-adds, got x " +
+              shape_str(x) + " and w " + shape_str(w));
   const torch::Tensor xf = f32(x), wt = f32(w).t().contiguous();  // [k, n]
   torch::Tensor acc = torch::zeros({x.size(0), w.size(0)}, xf.options());
   for (int64_t kk = 0; kk < x.size(1); ++kk) {

@@ -122,7 +122,8 @@ torch::Tensor rms_norm_eps_outside(const torch::Tensor& x, const torch::Tensor& 
 torch::Tensor rms_norm_eps_fixed(const torch::Tensor& x, const torch::Tensor& gamma, double fixed);
 
 /// X·Wᵀ summed over only the first ⌊k/tile⌋·tile terms: a tile loop `k0 + tile <= k` that drops
-/// the remainder.  x [m, k], w [n, k] -> [m, n].
+/// the remainder.  x [m, k], w [n, k] -> [m, n]. This and the next throw std::invalid_argument
+/// when k is a multiple of the tile (the mistake changes nothing; no candidate is made).
 torch::Tensor linear_k_tail_dropped(const torch::Tensor& x, const torch::Tensor& w, int64_t tile);
 
 /// A tiled X·Wᵀ whose loads have no `kk < k` test: the last tile reads on into the next row of X
@@ -132,7 +133,8 @@ torch::Tensor linear_k_loads_unbounded(const torch::Tensor& x, const torch::Tens
                                        int64_t tile);
 
 /// X·Wᵀ with the running sum held in bf16: acc = bf16(acc + x·w), k in order; with
-/// `round_products` each product is rounded to bf16 before it is added.  -> [m, n].
+/// `round_products` each product is rounded to bf16 before it is added.  -> [m, n]. Throws
+/// std::invalid_argument beyond 2^24 multiply-adds (the emulation takes one step per k).
 torch::Tensor linear_bf16_accumulation(const torch::Tensor& x, const torch::Tensor& w,
                                        bool round_products = false);
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,12 @@ TEST(PitfallRecognisers, UnboundedLoadsReadTheNextRow) {
   // With two rows of w the overrun of row 0 meets real values: x[1][0]·w[1][0] = 4·2.
   const torch::Tensor w2 = torch::tensor({1.f, 1.f, 1.f, 2.f, 2.f, 2.f}).reshape({2, 3});
   EXPECT_NEAR(ref::wrong::linear_k_loads_unbounded(x, w2, 4)[0][0].item<float>(), 14.f, 1e-6);
+  // k a multiple of the tile: neither mistake changes anything, so neither makes a candidate.
+  EXPECT_THROW(ref::wrong::linear_k_loads_unbounded(x, w, 3), std::invalid_argument);
+  EXPECT_THROW(ref::wrong::linear_k_tail_dropped(x, w, 3), std::invalid_argument);
+  EXPECT_TRUE(clockwork::linear_pitfalls(normal({2, 64}, 160), bf16_normal({3, 64}, 161, 0.1f))
+                  .size() == 3u)  // no transpose and the two bf16 accumulations
+      << "k = 64 is a multiple of both tiles";
 }
 
 TEST(PitfallRecognisers, RopeMistakes) {
