@@ -2,6 +2,8 @@
 #include "reference/pitfalls.h"
 
 #include <cmath>
+#include <cstring>
+#include <tuple>
 #include <limits>
 #include <stdexcept>
 #include <utility>
@@ -35,6 +37,7 @@ struct AttentionVariant {
   bool per_head_in = false;   // q, k, v memory read as [n, s, h_d]
   bool per_head_out = false;  // O memory [h, s, h_d] returned as [s, h*h_d]
   bool scale = true;          // divide scores by sqrt(h_d)
+  bool scale_by_hd = false;   // divide scores by h_d instead
 };
 
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -61,7 +64,11 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
   const torch::Tensor vg = vh.index_select(0, g);
 
   torch::Tensor scores = torch::matmul(qh, kg.transpose(1, 2));  // [h, s_q, s_k]
-  if (var.scale) scores = scores / std::sqrt(static_cast<double>(head_dim));
+  if (var.scale_by_hd) {
+    scores = scores / static_cast<double>(head_dim);
+  } else if (var.scale) {
+    scores = scores / std::sqrt(static_cast<double>(head_dim));
+  }
 
   const auto idx = torch::TensorOptions().dtype(torch::kLong).device(q.device());
   const torch::Tensor row_pos = (torch::arange(s_q, idx) + (s_k - s_q)).unsqueeze(1);  // [s_q, 1]
@@ -97,9 +104,39 @@ torch::Tensor correct_rope(const torch::Tensor& x, const torch::Tensor& position
                          n_heads);
 }
 
+// DeviceBuffer's guard bytes (0xA5A5…) read as a value: what a load past the end of a buffer gets.
+float guard_float() {
+  const uint32_t bits = 0xA5A5A5A5u;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+float guard_bf16_as_float() {
+  const uint32_t bits = 0xA5A50000u;  // bf16 0xA5A5 widened
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// Columns k .. width−1 of every row when the flat memory of t [rows, k] is read as rows of
+// `width` > k starting every k elements: element (i, c) is flat[i·k + k + c], and `pad` past the
+// end. Only these few columns are gathered, so a large weight is not copied.
+torch::Tensor overrun_columns(const torch::Tensor& t, int64_t width, float pad) {
+  const int64_t rows = t.size(0), k = t.size(1), over = width - k;
+  const torch::Tensor flat = t.contiguous().reshape({rows * k});
+  const torch::Tensor idx =
+      (torch::arange(rows, torch::kLong).unsqueeze(1) * k + k + torch::arange(over, torch::kLong))
+          .reshape({rows * over})
+          .to(t.device());
+  const torch::Tensor inside = idx < rows * k;
+  const torch::Tensor got = f32(flat.index_select(0, idx.clamp_max(rows * k - 1)));
+  return torch::where(inside, got, torch::full_like(got, pad)).reshape({rows, over});
+}
+
 std::vector<Pitfall> make_table() {
   std::vector<Pitfall> t;
-  t.reserve(32);  // add() hands out references into t
+  t.reserve(48);  // add() hands out references into t
   auto add = [&t](std::string name, int item, std::string message) -> Pitfall& {
     Pitfall p;
     p.name = std::move(name);
@@ -122,6 +159,53 @@ std::vector<Pitfall> make_table() {
       "x / sqrt(mean(x²) + ε) · γ.")
       .rms_norm = wrong::rms_norm_eps_outside;
 
+  // One message for every fixed ε: the student-facing point is that the argument was ignored.
+  const std::string eps_message =
+      "It looks like epsilon is not the one passed in: your RMSNorm matches a fixed ε (%s) "
+      "while this call passes another; add the eps argument (the config's rms_norm_eps) under "
+      "the square root.";
+  for (const auto& [name, value, text] :
+       {std::tuple{"rms_norm_eps_fixed_1e-5", 1e-5, "1e-5, Llama 3's value"},
+        std::tuple{"rms_norm_eps_fixed_1e-6", 1e-6, "1e-6, Llama 2's value"},
+        std::tuple{"rms_norm_eps_zero", 0.0, "none at all"}}) {
+    std::string m = eps_message;
+    m.replace(m.find("%s"), 2, text);
+    add(name, 5, m).rms_norm = [v = value](const torch::Tensor& x, const torch::Tensor& g,
+                                           double) { return wrong::rms_norm_eps_fixed(x, g, v); };
+  }
+
+  for (int64_t tile : {32, 16}) {
+    Pitfall& p = add("linear_k_tail_dropped_" + std::to_string(tile), 0,
+                     "Your product leaves out the last terms of every dot product, those past "
+                     "the last full tile of k: loop while k0 < k and load 0 for the elements "
+                     "past k.");
+    p.linear = [tile](const torch::Tensor& x, const torch::Tensor& w) {
+      return wrong::linear_k_tail_dropped(x, w, tile);
+    };
+    p.kernel_only = true;
+  }
+  for (int64_t tile : {32, 16}) {
+    Pitfall& p = add("linear_k_loads_unbounded_" + std::to_string(tile), 0,
+                     "Your tile loads have no bounds test along k: the last tile of a row reads on "
+                     "into the next row of x and of W (and past the end of the buffer). Load 0 "
+                     "for kk >= k (and for rows past m or n).");
+    p.linear = [tile](const torch::Tensor& x, const torch::Tensor& w) {
+      return wrong::linear_k_loads_unbounded(x, w, tile);
+    };
+    p.kernel_only = true;
+  }
+  for (bool round_products : {false, true}) {
+    Pitfall& p = add(round_products ? "linear_bf16_accumulation_bf16_products"
+                                    : "linear_bf16_accumulation",
+                     0,
+                     "Your dot products were summed in bf16 (8 significant bits): keep the "
+                     "accumulator in fp32 and widen each bf16 weight with __bfloat162float.");
+    p.linear = [round_products](const torch::Tensor& x, const torch::Tensor& w) {
+      return wrong::linear_bf16_accumulation(x, w, round_products);
+    };
+    p.kernel_only = true;
+  }
+
   Pitfall& softmax = add("softmax_no_max", 1,
                          "Your softmax exponentiates the raw scores: subtract each row's maximum "
                          "before exp, otherwise large scores overflow to inf and NaN.");
@@ -136,6 +220,44 @@ std::vector<Pitfall> make_table() {
       "Your RoPE uses base 10000; use the model's rope_theta (500000 for Llama 3): "
       "θ_i = rope_theta^(−2i/h_d).")
       .rope = wrong::rope_base_10000;
+
+  add("rope_theta_fixed_500000", 3,
+      "Your RoPE uses base 500000 whatever the model says: take θ from the rope_theta argument "
+      "(the config's rope_theta), θ_i = rope_theta^(−2i/h_d).")
+      .rope = wrong::rope_theta_fixed_500000;
+  add("rope_sign_flipped", 2,
+      "Your RoPE rotates the wrong way (by −p·θ_i): x'_i = x_i·cos − x_{i+h_d/2}·sin and "
+      "x'_{i+h_d/2} = x_i·sin + x_{i+h_d/2}·cos.")
+      .rope = wrong::rope_sign_flipped;
+  add("rope_positions_from_one", 0,
+      "Your RoPE angles use positions counted from 1: the first token of a prompt is at "
+      "position 0 (it is not rotated at all).")
+      .rope = wrong::rope_positions_from_one;
+
+  add("swiglu_silu_on_up", 0,
+      "You applied SiLU to up instead of gate: the FFN computes SiLU(gate) ⊙ up, with "
+      "gate = x·W_gateᵀ and up = x·W_upᵀ.")
+      .swiglu = wrong::swiglu_silu_on_up;
+  add("residual_overwritten", 0,
+      "Your residual step overwrote x with the block's output: the residual stream keeps x and "
+      "adds the output to it, x ← x + out.")
+      .residual = wrong::residual_overwritten;
+
+  add("q_from_unnormalised_x", 0,
+      "Your Q was projected from x itself: Q, K and V are all projections of the normalised "
+      "x_norm = RMSNorm(x, input_layernorm).")
+      .wiring.q_from_unnormalised_x = true;
+  add("v_from_k_proj", 0,
+      "Your V equals x_norm·W_Kᵀ: V is projected with v_proj.weight, not k_proj.weight.")
+      .wiring.v_from_k_proj = true;
+  add("final_norm_skipped", 0,
+      "Your logits come from x without the final RMSNorm: normalise the last row with "
+      "model.norm.weight before lm_head.")
+      .wiring.final_norm_skipped = true;
+  add("first_layer_weights", 0,
+      "Every layer ran with layer 0's weights: layer i must use model.layers.i.* (pass "
+      "layers[i], not layers[0]).")
+      .weights = wrong::first_layer_weights;
 
   add("norm_weight_reused", 4,
       "Both norms of a layer used input_layernorm.weight; the norm before the FFN must use "
@@ -177,6 +299,9 @@ std::vector<Pitfall> make_table() {
   add("attention_no_scale", 0,
       "Your attention scores were not divided by sqrt(h_d) before the softmax.")
       .attention = wrong::attention_no_scale;
+  add("attention_scale_one_over_hd", 0,
+      "Your attention scores were divided by h_d; the scale is 1/sqrt(h_d).")
+      .attention = wrong::attention_scale_one_over_hd;
   return t;
 }
 
@@ -193,6 +318,8 @@ Pitfall make_correct() {
     return ref::lm_head(ref::last_row(x), w);
   };
   p.weights = [](WeightLookup w) { return w; };
+  p.swiglu = ref::swiglu;
+  p.residual = ref::residual_add;
   return p;
 }
 
@@ -236,6 +363,119 @@ torch::Tensor rms_norm_eps_outside(const torch::Tensor& x, const torch::Tensor& 
   const torch::Tensor xf = f32(x);
   const torch::Tensor rms = xf.pow(2).mean(-1, /*keepdim=*/true).sqrt();
   return xf / (rms + eps) * f32(gamma).to(xf.device());
+}
+
+torch::Tensor rms_norm_eps_fixed(const torch::Tensor& x, const torch::Tensor& gamma, double fixed) {
+  require(x.dim() >= 1 && gamma.dim() == 1 && x.size(-1) == gamma.size(0),
+          "rms_norm_eps_fixed: expected x [s, d] and gamma [d], got x " + shape_str(x) +
+              " and gamma " + shape_str(gamma));
+  const torch::Tensor xf = f32(x);
+  const torch::Tensor mean_sq = xf.pow(2).mean(-1, /*keepdim=*/true);
+  return xf * torch::rsqrt(mean_sq + fixed) * f32(gamma).to(xf.device());
+}
+
+torch::Tensor linear_k_tail_dropped(const torch::Tensor& x, const torch::Tensor& w, int64_t tile) {
+  require(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && tile > 0,
+          "linear_k_tail_dropped: expected x [m, k] and w [n, k], got x " + shape_str(x) +
+              " and w " + shape_str(w));
+  const int64_t kept = x.size(1) / tile * tile;
+  // Nothing is dropped when k is a multiple of the tile: not applicable (no candidate).
+  require(kept != x.size(1), "linear_k_tail_dropped: k is a multiple of the tile");
+  return torch::matmul(f32(x).narrow(1, 0, kept), f32(w).narrow(1, 0, kept).t());
+}
+
+torch::Tensor linear_k_loads_unbounded(const torch::Tensor& x, const torch::Tensor& w,
+                                       int64_t tile) {
+  require(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && tile > 0,
+          "linear_k_loads_unbounded: expected x [m, k] and w [n, k], got x " + shape_str(x) +
+              " and w " + shape_str(w));
+  const int64_t k = x.size(1), width = (k + tile - 1) / tile * tile;
+  // Nothing is read past k when k is a multiple of the tile: not applicable (no candidate).
+  require(width != k, "linear_k_loads_unbounded: k is a multiple of the tile");
+  const torch::Tensor in_bounds = ref::linear(x, w);
+  // The terms past k: the next row's first elements of x times those of W. The guard bytes read
+  // as about −3e-16: their products vanish next to real terms, but they keep a row that reads
+  // past the end finite, as on the device.
+  const torch::Tensor xs = overrun_columns(x, width, guard_float());
+  const torch::Tensor ws = overrun_columns(w, width, guard_bf16_as_float());
+  return in_bounds + torch::matmul(xs, ws.t());
+}
+
+torch::Tensor linear_bf16_accumulation(const torch::Tensor& x, const torch::Tensor& w,
+                                       bool round_products) {
+  require(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1),
+          "linear_bf16_accumulation: expected x [m, k] and w [n, k], got x " + shape_str(x) +
+              " and w " + shape_str(w));
+  // One step per k on [m, n]: emulating a large product takes seconds, and the small shapes of
+  // the same tests show the mistake first, so larger products are left out (the candidate is
+  // skipped like any pitfall that does not apply).
+  require(x.size(0) * w.size(0) * x.size(1) <= (int64_t{1} << 24),
+          "linear_bf16_accumulation: emulated only up to 2^24 multiply-adds, got x " +
+              shape_str(x) + " and w " + shape_str(w));
+  const torch::Tensor xf = f32(x), wt = f32(w).t().contiguous();  // [k, n]
+  torch::Tensor acc = torch::zeros({x.size(0), w.size(0)}, xf.options());
+  for (int64_t kk = 0; kk < x.size(1); ++kk) {
+    // The running sum rounded to bf16 after every term, as `acc += x*w` does with a bf16 acc;
+    // with a bf16 += operator the product is rounded to bf16 first as well.
+    torch::Tensor prod = xf.narrow(1, kk, 1) * wt.narrow(0, kk, 1);
+    if (round_products) prod = prod.to(torch::kBFloat16).to(torch::kFloat);
+    acc = (acc + prod).to(torch::kBFloat16).to(torch::kFloat);
+  }
+  return acc;
+}
+
+RopeTables rope_tables_fp32_angle(const torch::Tensor& positions, int64_t head_dim, double theta,
+                                  const std::optional<RopeScaling>& scaling) {
+  require(positions.dim() == 1 && !positions.is_floating_point(),
+          "rope_tables_fp32_angle: positions must be [s] integers, got " + shape_str(positions));
+  const torch::Tensor inv = ref::rope_inv_freq(head_dim, theta, scaling).to(torch::kFloat);
+  const torch::Tensor pos = positions.to(torch::kCPU).to(torch::kFloat);
+  const torch::Tensor angle = pos.unsqueeze(1) * inv.unsqueeze(0);  // fp32, one rounding
+  // cos/sin of the fp32 angle itself, taken accurately: only the angle's rounding is the mistake.
+  const torch::Tensor a = angle.to(torch::kDouble);
+  return RopeTables{a.cos().to(torch::kFloat), a.sin().to(torch::kFloat)};
+}
+
+torch::Tensor rope_theta_fixed_500000(const torch::Tensor& x, const torch::Tensor& positions,
+                                      int64_t n_heads, double /*theta*/,
+                                      const std::optional<RopeScaling>& scaling) {
+  return correct_rope(x, positions, n_heads, 500000.0, scaling);
+}
+
+torch::Tensor rope_sign_flipped(const torch::Tensor& x, const torch::Tensor& positions,
+                                int64_t n_heads, double theta,
+                                const std::optional<RopeScaling>& scaling) {
+  require(x.dim() == 2 && n_heads > 0 && x.size(1) % n_heads == 0,
+          "rope_sign_flipped: expected x [s, n_heads*h_d], got " + shape_str(x));
+  RopeTables tab = ref::rope_tables(positions, x.size(1) / n_heads, theta, scaling);
+  tab.sin = -tab.sin;
+  return ref::apply_rope(x, tab, n_heads);
+}
+
+torch::Tensor rope_positions_from_one(const torch::Tensor& x, const torch::Tensor& positions,
+                                      int64_t n_heads, double theta,
+                                      const std::optional<RopeScaling>& scaling) {
+  return correct_rope(x, positions + 1, n_heads, theta, scaling);
+}
+
+torch::Tensor swiglu_silu_on_up(const torch::Tensor& gate, const torch::Tensor& up) {
+  return ref::swiglu(up, gate);
+}
+
+torch::Tensor residual_overwritten(const torch::Tensor& x, const torch::Tensor& y) {
+  require(x.sizes() == y.sizes(),
+          "residual_overwritten: shapes differ: " + shape_str(x) + " and " + shape_str(y));
+  return f32(y).clone();
+}
+
+WeightLookup first_layer_weights(WeightLookup weights) {
+  static const std::string kPrefix = "model.layers.";
+  return [w = std::move(weights)](const std::string& name) {
+    if (name.compare(0, kPrefix.size(), kPrefix) != 0) return w(name);
+    const size_t dot = name.find('.', kPrefix.size());
+    if (dot == std::string::npos) return w(name);
+    return w(kPrefix + "0" + name.substr(dot));
+  };
 }
 
 torch::Tensor softmax_no_max(const torch::Tensor& scores) {
@@ -309,6 +549,14 @@ torch::Tensor attention_no_scale(const torch::Tensor& q, const torch::Tensor& k,
                                  const torch::Tensor& v, int64_t n_heads, int64_t n_kv_heads) {
   AttentionVariant var;
   var.scale = false;
+  return attention(q, k, v, n_heads, n_kv_heads, var);
+}
+
+torch::Tensor attention_scale_one_over_hd(const torch::Tensor& q, const torch::Tensor& k,
+                                          const torch::Tensor& v, int64_t n_heads,
+                                          int64_t n_kv_heads) {
+  AttentionVariant var;
+  var.scale_by_hd = true;
   return attention(q, k, v, n_heads, n_kv_heads, var);
 }
 

@@ -10,7 +10,13 @@
 //   rope      ↔ ref::apply_rope(x, ref::rope_tables(positions, h_d, theta, scaling), n_heads)
 //   attention ↔ ref::causal_gqa_attention(q, k, v, h, h_k)
 //   lm_head   ↔ ref::lm_head(ref::last_row(x_normed), w)   (the pitfall returns [s, V])
+//   swiglu    ↔ ref::swiglu(gate, up)
+//   residual  ↔ ref::residual_add(x, y)
 //   weights   ↔ the unchanged lookup (model level: Model(config, p.weights(lookup)))
+// and `wiring` says how a layer connects the ops (which input feeds Q, which weight V, whether the
+// final norm runs); a default Wiring is the correct layer. Entries marked `kernel_only` describe
+// a mistake inside one kernel's loops that its own test already separates (a dropped k-tile, bf16
+// accumulation): model-level checks leave them out, since a kernel that has them fails first.
 // correct_ops() is the same table row filled with the correct operators.
 //
 // A wrong result can coincide with the correct one for some inputs; choose inputs that separate
@@ -23,6 +29,13 @@
 //   1e4.
 //   * gqa_head_modulo: needs 1 < h_k < h. layout_*: needs s > 1 and h > 1. masks: need s > 1.
 //   * mask_includes_diagonal makes the first row NaN (every score masked).
+//   * rms_norm_eps_fixed_*: only when the caller's ε differs from the fixed one and mean(x²) is not
+//     far above ε (rows around 1e-3, or ε = 1e-2).
+//   * rope_theta_fixed_500000: only when theta is not 500000. rope_positions_from_one: any s > 0.
+//   * linear_k_tail_*: k not a multiple of the tile; linear_k_loads_unbounded: the same and m, n > 1
+//     (the extra terms come from the next row of x and of W).
+//   * swiglu_silu_on_up: gate and up drawn differently. residual_overwritten: any x != 0.
+//   * q_from_unnormalised_x, v_from_k_proj: whole layers (wiring), or the Q/K/V step's outputs.
 #pragma once
 
 #include <cstdint>
@@ -52,12 +65,24 @@ using AttentionFn =
 using LmHeadFn =
     std::function<torch::Tensor(const torch::Tensor& x_normed, const torch::Tensor& w)>;
 using WeightsFn = std::function<WeightLookup(WeightLookup)>;
+using SwigluFn = std::function<torch::Tensor(const torch::Tensor& gate, const torch::Tensor& up)>;
+using ResidualFn = std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& y)>;
+
+/// How a decoder layer connects its ops; the defaults are Llama's.
+struct Wiring {
+  bool q_from_unnormalised_x = false;  ///< Q = x·W_Qᵀ instead of RMSNorm(x)·W_Qᵀ
+  bool v_from_k_proj = false;          ///< V = x_norm·W_Kᵀ instead of x_norm·W_Vᵀ
+  bool final_norm_skipped = false;     ///< logits from the last row of x, not RMSNorm(x)
+  /// True when nothing differs from Llama's wiring.
+  bool is_default() const { return !q_from_unnormalised_x && !v_from_k_proj && !final_norm_skipped; }
+};
 
 /// One known mistake: a short name, the message a student sees, and the wrong computation.
 struct Pitfall {
   std::string name;     // e.g. "linear_no_transpose"
   std::string message;  // one student-facing sentence saying what is wrong and what is right
   int course_item = 0;  // number in the course's pitfall list (0: not in the list)
+  bool kernel_only = false;  // a mistake inside one kernel's loops: not substituted into models
 
   LinearFn linear;
   RmsNormFn rms_norm;
@@ -66,6 +91,9 @@ struct Pitfall {
   AttentionFn attention;
   LmHeadFn lm_head;
   WeightsFn weights;
+  SwigluFn swiglu;
+  ResidualFn residual;
+  Wiring wiring;
 };
 
 /// Every known pitfall, in a fixed order.
@@ -90,6 +118,31 @@ torch::Tensor rms_norm_no_gamma(const torch::Tensor& x, const torch::Tensor& gam
 /// x / (sqrt(mean(x²)) + eps) · γ: ε added to the root instead of under it.  -> [s, d].
 torch::Tensor rms_norm_eps_outside(const torch::Tensor& x, const torch::Tensor& gamma, double eps);
 
+/// RMSNorm with a fixed ε whatever the caller passes (Llama 3's 1e-5, Llama 2's 1e-6).
+torch::Tensor rms_norm_eps_fixed(const torch::Tensor& x, const torch::Tensor& gamma, double fixed);
+
+/// X·Wᵀ summed over only the first ⌊k/tile⌋·tile terms: a tile loop `k0 + tile <= k` that drops
+/// the remainder.  x [m, k], w [n, k] -> [m, n]. This and the next throw std::invalid_argument
+/// when k is a multiple of the tile (the mistake changes nothing; no candidate is made).
+torch::Tensor linear_k_tail_dropped(const torch::Tensor& x, const torch::Tensor& w, int64_t tile);
+
+/// A tiled X·Wᵀ whose loads have no `kk < k` test: the last tile reads on into the next row of X
+/// and of W (row-major memory), and past the end of each buffer into DeviceBuffer's guard bytes
+/// (0xA5), up to ⌈k/tile⌉·tile terms.  x [m, k], w [n, k] -> [m, n].
+torch::Tensor linear_k_loads_unbounded(const torch::Tensor& x, const torch::Tensor& w,
+                                       int64_t tile);
+
+/// X·Wᵀ with the running sum held in bf16: acc = bf16(acc + x·w), k in order; with
+/// `round_products` each product is rounded to bf16 before it is added.  -> [m, n]. Throws
+/// std::invalid_argument beyond 2^24 multiply-adds (the emulation takes one step per k).
+torch::Tensor linear_bf16_accumulation(const torch::Tensor& x, const torch::Tensor& w,
+                                       bool round_products = false);
+
+/// RoPE tables whose angle p·θ_i is formed in fp32 (fp32 θ_i times fp32 p, one rounding) and
+/// whose cos/sin are taken of that fp32 angle.  positions [s] -> cos, sin [s, h_d/2].
+RopeTables rope_tables_fp32_angle(const torch::Tensor& positions, int64_t head_dim, double theta,
+                                  const std::optional<RopeScaling>& scaling);
+
 /// exp(x) / Σ exp(x) without subtracting the row max (overflows to inf/NaN).  [..., n].
 torch::Tensor softmax_no_max(const torch::Tensor& scores);
 
@@ -102,6 +155,30 @@ torch::Tensor rope_interleaved(const torch::Tensor& x, const torch::Tensor& posi
 torch::Tensor rope_base_10000(const torch::Tensor& x, const torch::Tensor& positions,
                               int64_t n_heads, double theta,
                               const std::optional<RopeScaling>& scaling);
+
+/// Correct pairing but base 500000 (Llama 3's) whatever theta says.
+torch::Tensor rope_theta_fixed_500000(const torch::Tensor& x, const torch::Tensor& positions,
+                                      int64_t n_heads, double theta,
+                                      const std::optional<RopeScaling>& scaling);
+
+/// Rotation by −p·θ_i: the signs of the sin terms swapped.  x [s, n*h_d] -> [s, n*h_d].
+torch::Tensor rope_sign_flipped(const torch::Tensor& x, const torch::Tensor& positions,
+                                int64_t n_heads, double theta,
+                                const std::optional<RopeScaling>& scaling);
+
+/// Every position one too large (counted from 1).  x [s, n*h_d] -> [s, n*h_d].
+torch::Tensor rope_positions_from_one(const torch::Tensor& x, const torch::Tensor& positions,
+                                      int64_t n_heads, double theta,
+                                      const std::optional<RopeScaling>& scaling);
+
+/// silu(up) ⊙ gate: SiLU applied to the wrong projection.  [..., d_ff].
+torch::Tensor swiglu_silu_on_up(const torch::Tensor& gate, const torch::Tensor& up);
+
+/// y instead of x + y: the residual stream overwritten by the block's output.
+torch::Tensor residual_overwritten(const torch::Tensor& x, const torch::Tensor& y);
+
+/// A lookup that answers every layer's weights with layer 0's.
+WeightLookup first_layer_weights(WeightLookup weights);
 
 /// Attention mistakes; all take q [s_q, h*h_d], k, v [s_k, h_k*h_d] and return [s_q, h*h_d].
 torch::Tensor attention_gqa_modulo(const torch::Tensor& q, const torch::Tensor& k,
@@ -118,6 +195,10 @@ torch::Tensor attention_softmax_no_max(const torch::Tensor& q, const torch::Tens
                                        const torch::Tensor& v, int64_t n_heads, int64_t n_kv_heads);
 torch::Tensor attention_no_scale(const torch::Tensor& q, const torch::Tensor& k,
                                  const torch::Tensor& v, int64_t n_heads, int64_t n_kv_heads);
+/// Scores divided by h_d instead of sqrt(h_d).
+torch::Tensor attention_scale_one_over_hd(const torch::Tensor& q, const torch::Tensor& k,
+                                          const torch::Tensor& v, int64_t n_heads,
+                                          int64_t n_kv_heads);
 /// Q, K, V and O all addressed as if the memory were per-head [h, s, h_d].
 torch::Tensor attention_per_head_memory(const torch::Tensor& q, const torch::Tensor& k,
                                         const torch::Tensor& v, int64_t n_heads,

@@ -119,6 +119,28 @@ inline Tolerance rope(int64_t max_position) {
           t};
 }
 
+/// The RoPE cos/sin tables, whose angle p·θ_i and its cos and sin are computed in double and
+/// rounded to fp32 once. Two double computations differ by a few double ulp, so the rounded
+/// values agree except where the double value sits next to a rounding boundary: at most one fp32
+/// ulp, u for values below 1. Allowed: 4·u absolute. An angle formed in fp32 is off by a few
+/// ulp of p radians instead: about 630·u at position 1000, 5000·u at 8192, 97000·u at 131071.
+inline Tolerance rope_table() {
+  return {4 * kUnitRoundoff, 0,
+          "the angle and its cos/sin are computed in double and rounded to fp32 once: two such "
+          "computations differ by at most one fp32 ulp",
+          0};
+}
+
+/// RoPE's rotation alone, x_i·cos − x_{i+h_d/2}·sin and its partner, from given tables: two
+/// products and one sum, each rounded once, with the tables exact. Allowed: 4·u relative and
+/// 16·u·rms absolute (the sum can cancel; the products are as large as the inputs, a few rms).
+inline Tolerance rope_rotation() {
+  return {0, 4 * kUnitRoundoff,
+          "two products and a sum per element, each rounded once in fp32; the tables themselves "
+          "carry only one rounding",
+          16 * kUnitRoundoff};
+}
+
 /// SwiGLU, silu(g)·u with silu(g) = g / (1 + e^(−g)). `__expf` is off by 2 + 1.2·|g| ulp, which
 /// is about 14 ulp for |g| ≤ 10; the division (`__fdividef`: 2 ulp) and two products add a
 /// few more. Allowed: 128·u ≈ 8e-6 relative, plus 8·u·rms absolute for results near zero.

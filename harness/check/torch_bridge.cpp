@@ -139,4 +139,68 @@ std::vector<PitfallCandidate> lm_head_pitfalls(const torch::Tensor& x_normed,
   });
 }
 
+std::vector<PitfallCandidate> swiglu_pitfalls(const torch::Tensor& gate, const torch::Tensor& up) {
+  return pitfall_candidates([&](const ref::Pitfall& p) -> std::optional<torch::Tensor> {
+    if (!p.swiglu) return std::nullopt;
+    return p.swiglu(gate, up);
+  });
+}
+
+std::vector<PitfallCandidate> residual_pitfalls(const torch::Tensor& x, const torch::Tensor& y) {
+  return pitfall_candidates([&](const ref::Pitfall& p) -> std::optional<torch::Tensor> {
+    if (!p.residual) return std::nullopt;
+    return p.residual(x, y);
+  });
+}
+
+QkvCandidates qkv_pitfalls(const torch::Tensor& x, const torch::Tensor& gamma,
+                           const torch::Tensor& w_q, const torch::Tensor& w_k,
+                           const torch::Tensor& w_v, double eps) {
+  QkvCandidates out;
+  const ref::Pitfall& ok = ref::correct_ops();
+  for (const ref::Pitfall& p : ref::pitfalls()) {
+    const ref::Wiring& wiring = p.wiring;
+    if (!p.rms_norm && !p.linear && !wiring.q_from_unnormalised_x && !wiring.v_from_k_proj)
+      continue;
+    try {
+      const auto& norm = p.rms_norm ? p.rms_norm : ok.rms_norm;
+      const auto& linear = p.linear ? p.linear : ok.linear;
+      const torch::Tensor xn = norm(x, gamma, eps);
+      if (p.rms_norm) out.x_norm.push_back({p.name, p.message, to_vector(xn)});
+      out.q.push_back(
+          {p.name, p.message, to_vector(linear(wiring.q_from_unnormalised_x ? x : xn, w_q))});
+      out.k.push_back({p.name, p.message, to_vector(linear(xn, w_k))});
+      out.v.push_back({p.name, p.message, to_vector(linear(xn, wiring.v_from_k_proj ? w_k : w_v))});
+    } catch (const std::exception&) {
+      continue;  // not applicable to these shapes
+    }
+  }
+  return out;
+}
+
+RopeTableCandidates rope_table_pitfalls(const torch::Tensor& positions, int64_t head_dim,
+                                        double theta, const std::optional<RopeScaling>& scaling) {
+  RopeTableCandidates out;
+  const torch::Tensor rows = torch::arange(positions.size(0), torch::kLong);
+  auto add = [&](const std::string& name, const std::string& message, const ref::RopeTables& t) {
+    out.cos.push_back({name, message, to_vector(t.cos)});
+    out.sin.push_back({name, message, to_vector(t.sin)});
+  };
+  auto add_named = [&](const char* name, const ref::RopeTables& t) {
+    add(name, ref::find_pitfall(name).message, t);
+  };
+  add("rope_fp32_angle",
+      "Your RoPE angles p·θ_i were formed in fp32: at position p an fp32 angle is only good to "
+      "about p·6e-8 radians. Form p·θ_i and take its cos and sin in double, then round once.",
+      ref::wrong::rope_tables_fp32_angle(positions, head_dim, theta, scaling));
+  add("rope_row_index_as_position",
+      "Your RoPE tables use the row index r as the position: the angle of row r is "
+      "positions[r]·θ_i (a decode step or a continued prompt does not start at 0).",
+      ref::rope_tables(rows, head_dim, theta, scaling));
+  add_named("rope_base_10000", ref::rope_tables(positions, head_dim, 10000.0, scaling));
+  add_named("rope_theta_fixed_500000", ref::rope_tables(positions, head_dim, 500000.0, scaling));
+  add_named("rope_positions_from_one", ref::rope_tables(positions + 1, head_dim, theta, scaling));
+  return out;
+}
+
 }  // namespace clockwork

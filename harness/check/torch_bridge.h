@@ -74,6 +74,35 @@ std::vector<PitfallCandidate> attention_pitfalls(const torch::Tensor& q, const t
                                                  const torch::Tensor& v, int64_t n_heads,
                                                  int64_t n_kv_heads);
 
+/// Pitfalls of SwiGLU: SiLU on up instead of gate.  gate, up [..., d_ff].
+std::vector<PitfallCandidate> swiglu_pitfalls(const torch::Tensor& gate, const torch::Tensor& up);
+
+/// Pitfalls of the residual add: x overwritten by y.  x, y [s, d].
+std::vector<PitfallCandidate> residual_pitfalls(const torch::Tensor& x, const torch::Tensor& y);
+
+/// The candidates of each output of the Q/K/V step (RMSNorm of x, then three projections).
+struct QkvCandidates {
+  std::vector<PitfallCandidate> x_norm, q, k, v;
+};
+
+/// Pitfalls of the Q/K/V step: every RMSNorm and projection mistake carried through the step, Q
+/// from the un-normalised x, V projected with W_K.  x [s, d], gamma [d], w_q [h·h_d, d],
+/// w_k and w_v [h_k·h_d, d].
+QkvCandidates qkv_pitfalls(const torch::Tensor& x, const torch::Tensor& gamma,
+                           const torch::Tensor& w_q, const torch::Tensor& w_k,
+                           const torch::Tensor& w_v, double eps);
+
+/// The candidates of the two RoPE tables.
+struct RopeTableCandidates {
+  std::vector<PitfallCandidate> cos, sin;
+};
+
+/// Pitfalls of the cos/sin tables: the angle formed in fp32, base 10000 or 500000 whatever theta
+/// says, positions counted from 1, the row index used instead of positions[r].  positions [s].
+RopeTableCandidates rope_table_pitfalls(const torch::Tensor& positions, int64_t head_dim,
+                                        double theta,
+                                        const std::optional<RopeScaling>& scaling = std::nullopt);
+
 /// Pitfalls of the final projection: every row projected ([s, V] instead of [V]).
 /// x_normed [s, d], w [V, d].
 std::vector<PitfallCandidate> lm_head_pitfalls(const torch::Tensor& x_normed,

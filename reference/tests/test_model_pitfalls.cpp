@@ -259,7 +259,8 @@ TEST(Pitfalls, TableIsWellFormed) {
     EXPECT_TRUE(names.insert(p.name).second) << "duplicate " << p.name;
     EXPECT_GT(p.message.size(), 30u) << p.name;
     const int ops = bool(p.linear) + bool(p.rms_norm) + bool(p.softmax) + bool(p.rope) +
-                    bool(p.attention) + bool(p.lm_head) + bool(p.weights);
+                    bool(p.attention) + bool(p.lm_head) + bool(p.weights) + bool(p.swiglu) +
+                    bool(p.residual) + !p.wiring.is_default();
     EXPECT_GE(ops, 1) << p.name << " has no wrong computation";
     items.insert(p.course_item);
     EXPECT_EQ(&ref::find_pitfall(p.name), &p);
@@ -268,7 +269,7 @@ TEST(Pitfalls, TableIsWellFormed) {
   EXPECT_THROW(ref::find_pitfall("no_such_mistake"), std::invalid_argument);
   const ref::Pitfall& ok = ref::correct_ops();
   EXPECT_TRUE(ok.linear && ok.rms_norm && ok.softmax && ok.rope && ok.attention && ok.lm_head &&
-              ok.weights);
+              ok.weights && ok.swiglu && ok.residual && ok.wiring.is_default());
 }
 
 // Every callable of every pitfall against correct_ops() on inputs that separate them.
@@ -303,14 +304,16 @@ TEST(Pitfalls, EachWrongComputationDiffersFromTheCorrectOp) {
       EXPECT_TRUE(differs(p.linear(x, w), ok.linear(x, w)));
     }
     if (p.rms_norm) {
-      EXPECT_TRUE(differs(p.rms_norm(xs, gamma, 1e-5), ok.rms_norm(xs, gamma, 1e-5)));
+      // ε = 2e-6: neither of the fixed values the table tries, and comparable to mean(x²).
+      EXPECT_TRUE(differs(p.rms_norm(xs, gamma, 2e-6), ok.rms_norm(xs, gamma, 2e-6)));
     }
     if (p.softmax) {
       EXPECT_TRUE(differs(p.softmax(big), ok.softmax(big)));
     }
     if (p.rope) {
-      EXPECT_TRUE(differs(p.rope(xr, pos, h, 500000.0, std::nullopt),
-                          ok.rope(xr, pos, h, 500000.0, std::nullopt)));
+      // Base 20000: neither 10000 nor 500000, which two pitfalls use whatever theta says.
+      EXPECT_TRUE(differs(p.rope(xr, pos, h, 20000.0, std::nullopt),
+                          ok.rope(xr, pos, h, 20000.0, std::nullopt)));
     }
     if (p.attention) {
       const bool needs_big = p.name == "softmax_no_max";
@@ -319,6 +322,12 @@ TEST(Pitfalls, EachWrongComputationDiffersFromTheCorrectOp) {
     }
     if (p.lm_head) {
       EXPECT_TRUE(differs(p.lm_head(xr, lm), ok.lm_head(xr, lm)));
+    }
+    if (p.swiglu) {
+      EXPECT_TRUE(differs(p.swiglu(q, xr), ok.swiglu(q, xr)));
+    }
+    if (p.residual) {
+      EXPECT_TRUE(differs(p.residual(q, xr), ok.residual(q, xr)));
     }
     if (p.weights) {
       const torch::Tensor wrong_logits = ref::Model(c, p.weights(lookup)).forward(kPrompt).logits;

@@ -10,6 +10,7 @@
 #include "harness/check/tolerances.h"
 #include "harness/check/torch_bridge.h"
 #include "kernels/kernels.h"
+#include "milestones/milestone3/tests/candidates.h"
 #include "reference/ops.h"
 
 namespace clockwork {
@@ -42,9 +43,9 @@ TEST(SwiGlu, MatchesReference) {
     d_gate.upload(gate);
     d_up.upload(up);
     kernels::swiglu(d_gate.data(), d_up.data(), out.data(), n);
-    const auto want =
-        ref::swiglu(to_tensor(gate, {c.rows, c.cols}), to_tensor(up, {c.rows, c.cols}));
-    EXPECT_TRUE(matches_reference(out, to_vector(want), tol::swiglu()));
+    const auto tg = to_tensor(gate, {c.rows, c.cols}), tu = to_tensor(up, {c.rows, c.cols});
+    EXPECT_TRUE(matches_reference(out, to_vector(ref::swiglu(tg, tu)), tol::swiglu(),
+                                  explaining(swiglu_pitfalls(tg, tu), out)));
     EXPECT_TRUE(guards_intact(d_gate));
   }
 }
@@ -75,9 +76,9 @@ TEST(ResidualAdd, MatchesReferenceExactly) {
     d_x.upload(x);
     d_y.upload(y);
     kernels::residual_add(d_x.data(), d_y.data(), n);
-    const auto want =
-        ref::residual_add(to_tensor(x, {c.rows, c.cols}), to_tensor(y, {c.rows, c.cols}));
-    EXPECT_TRUE(matches_reference(d_x, to_vector(want), tol::residual_add()));
+    const auto tx = to_tensor(x, {c.rows, c.cols}), ty = to_tensor(y, {c.rows, c.cols});
+    EXPECT_TRUE(matches_reference(d_x, to_vector(ref::residual_add(tx, ty)), tol::residual_add(),
+                                  explaining(residual_pitfalls(tx, ty), d_x)));
     EXPECT_TRUE(guards_intact(d_y));
   }
 }

@@ -93,10 +93,15 @@ struct DeviceRope {
   }
 };
 
-void check_layer(int64_t n_kv_heads, int s) {
-  const ModelConfig c = small_config(n_kv_heads);
+// rms_norm_eps and rope_theta are the config's; other values than Llama 3's (1e-5, 500000) show
+// whether the layer passes them on.
+void check_layer(int64_t n_kv_heads, int s, double eps = 1e-5, double theta = 500000.0) {
+  ModelConfig c = small_config(n_kv_heads);
+  c.rms_norm_eps = eps;
+  c.rope_theta = theta;
   SCOPED_TRACE("one decoder layer, d=64 h=4 h_k=" + std::to_string(n_kv_heads) +
-               " s=" + std::to_string(s));
+               " s=" + std::to_string(s) + " rms_norm_eps=" + std::to_string(eps) +
+               " rope_theta=" + std::to_string(theta));
   const uint64_t seed = test_seed(2000 + n_kv_heads * 10 + s);
   const auto weights = ref::random_weights(c, seed);
   const ref::WeightLookup lookup = ref::lookup_from_map(weights);
@@ -153,8 +158,17 @@ void check_layer(int64_t n_kv_heads, int s) {
       matches_reference(b.attn, to_vector(want.attn), attn, named(b.attn, "attn"), per_head));
   EXPECT_TRUE(matches_reference(b.attn_out, to_vector(want.attn_out), attn_out,
                                 named(b.attn_out, "attn_out")));
-  EXPECT_TRUE(matches_reference(b.ffn_norm, to_vector(want.ffn_norm), ffn_norm,
-                                named(b.ffn_norm, "ffn_norm")));
+  // The second norm on its own as well: a mistake in this one call (a fixed ε, no γ) leaves the
+  // rest of the layer right, which no chained candidate reproduces.
+  std::vector<PitfallCandidate> ffn_norm_wrong = named(b.ffn_norm, "ffn_norm");
+  for (PitfallCandidate& p :
+       explaining(rms_norm_pitfalls(want.attn_residual,
+                                    weights.at(ref::layer_weight_name(0, "post_attention_layernorm.weight")),
+                                    c.rms_norm_eps),
+                  b.ffn_norm)) {
+    ffn_norm_wrong.push_back(std::move(p));
+  }
+  EXPECT_TRUE(matches_reference(b.ffn_norm, to_vector(want.ffn_norm), ffn_norm, ffn_norm_wrong));
   EXPECT_TRUE(matches_reference(b.ffn_hidden, to_vector(want.ffn_hidden), hidden,
                                 named(b.ffn_hidden, "ffn_hidden")));
   EXPECT_TRUE(
@@ -178,10 +192,19 @@ TEST(DecoderLayer, GqaRatioFourMatchesReference) {
   check_layer(1, 11);
 }
 
+// ε = 0.1 changes every RMSNorm of these rows by a few percent against a fixed 1e-5; base
+// 10000 turns every pair of a 16-wide head at a different speed than 500000 does.
+TEST(DecoderLayer, TakesEpsilonAndThetaFromTheConfig) {
+  check_layer(2, 9, 0.1, 10000.0);
+}
+
 // output_logits: the final RMSNorm of the LAST row and the GEMV over it.
-TEST(OutputHead, NormsAndProjectsOnlyTheLastRow) {
+// With the config's ε: 1e-5, then 1e-2 (on rows of size 1 that moves the result by 0.5%).
+void check_output_head(double eps) {
+  SCOPED_TRACE("rms_norm_eps=" + std::to_string(eps));
   const int s = 5, d = 64, vocab = 97;
   ModelConfig c = small_config(2);
+  c.rms_norm_eps = eps;
   const uint64_t seed = test_seed(2100);
   const auto x = random_normal(static_cast<size_t>(s) * d, seed);
   const auto gamma = to_bf16(random_normal(d, seed + 1, 0.1f, 1.f));
@@ -197,17 +220,26 @@ TEST(OutputHead, NormsAndProjectsOnlyTheLastRow) {
                       tw = to_tensor(w, {vocab, d});
   const torch::Tensor normed =
       ref::rms_norm(tx, tg, c.rms_norm_eps);  // every row, for the candidates
-  EXPECT_TRUE(matches_reference(
-      x_last_norm, to_vector(normed[s - 1]), tol::rms_norm(d),
-      explaining(rms_norm_pitfalls(tx[s - 1].unsqueeze(0), tg, c.rms_norm_eps), x_last_norm)));
+  // The final norm skipped: x_last_norm holds the last row of x itself.
+  const ref::Pitfall& skipped = ref::find_pitfall("final_norm_skipped");
+  std::vector<PitfallCandidate> norm_wrong =
+      explaining(rms_norm_pitfalls(tx[s - 1].unsqueeze(0), tg, c.rms_norm_eps), x_last_norm);
+  norm_wrong.push_back({skipped.name, skipped.message, to_vector(tx[s - 1])});
+  EXPECT_TRUE(matches_reference(x_last_norm, to_vector(normed[s - 1]), tol::rms_norm(d), norm_wrong));
   // Projecting every row writes s·V logits: into a [V] buffer that leaves row 0's logits (and
   // damaged guards). Name that mistake from what the buffer shows.
   std::vector<PitfallCandidate> candidates = explaining(lm_head_pitfalls(normed, tw), logits);
+  candidates.push_back({skipped.name, skipped.message, to_vector(ref::lm_head(tx[s - 1], tw))});
   add_first_row_views(candidates, static_cast<size_t>(vocab));
   EXPECT_TRUE(matches_reference(
       logits, to_vector(ref::lm_head(normed[s - 1], tw)),
       chained({tol::rms_norm(d), tol::matmul(d)}, "RMSNorm, then the GEMV over d"), candidates));
   EXPECT_TRUE(guards_intact(x_last_norm));
+}
+
+TEST(OutputHead, NormsAndProjectsOnlyTheLastRow) {
+  check_output_head(1e-5);
+  check_output_head(1e-2);
 }
 
 }  // namespace

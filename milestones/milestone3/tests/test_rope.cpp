@@ -94,6 +94,8 @@ TEST(Rope, InverseFrequenciesMatchReference) {
       {128, 500000.0, kLlama31, "Llama 3.1 scaling: wavelengths above, inside and below the band"},
       {16, 500000.0, kTinyScaling, "a short head whose 8 frequencies cross every branch"},
       {2, 10000.0, std::nullopt, "one pair"},
+      {64, 10000.0, std::nullopt, "base 10000: theta comes from the argument, not from Llama 3"},
+      {128, 1.0e6, kLlama31, "base 1e6 with Llama 3.1 scaling"},
   };
   for (const FreqCase& c : cases) {
     SCOPED_TRACE("h_d=" + std::to_string(c.head_dim) + " (" + c.why + ")");
@@ -104,8 +106,8 @@ TEST(Rope, InverseFrequenciesMatchReference) {
     for (size_t i = 0; i < got.size(); ++i) {
       // Same double formula: only a different order of the same few operations may differ.
       EXPECT_NEAR(got[i], want[i], 1e-12 * want[i])
-          << "theta_" << i << " (first half pairs with second half; "
-          << "theta_i = rope_theta^(-2i/h_d))";
+          << "theta_" << i << " for rope_theta = " << c.theta << " (first half pairs with second "
+          << "half; theta_i = rope_theta^(-2i/h_d), with the rope_theta passed in)";
     }
   }
   EXPECT_THROW(kernels::rope_inv_freq(7, 500000.0), std::invalid_argument);
@@ -116,7 +118,25 @@ struct TableCase {
   int s, head_dim, first;
   std::optional<RopeScaling> scaling;
   const char* why;
+  double theta = 500000.0;
 };
+
+// The student's tables against the reference at the tight table tolerance (tol::rope_table):
+// angles and their cos/sin belong in double. Mistakes of the tables are named.
+void check_tables(const TableCase& c) {
+  SCOPED_TRACE("s=" + std::to_string(c.s) + " h_d=" + std::to_string(c.head_dim) +
+               " first position " + std::to_string(c.first) + " theta " +
+               std::to_string(c.theta) + " (" + c.why + ")");
+  const std::vector<int32_t> pos = positions_from(c.first, c.s);
+  const Tables got = device_tables(pos, c.head_dim, c.theta, c.scaling);
+  const torch::Tensor tp = positions_tensor(pos);
+  const ref::RopeTables want = ref::rope_tables(tp, c.head_dim, c.theta, c.scaling);
+  RopeTableCandidates wrong = rope_table_pitfalls(tp, c.head_dim, c.theta, c.scaling);
+  EXPECT_TRUE(matches_reference(got.cos, to_vector(want.cos), tol::rope_table(),
+                                explaining(std::move(wrong.cos), got.cos)));
+  EXPECT_TRUE(matches_reference(got.sin, to_vector(want.sin), tol::rope_table(),
+                                explaining(std::move(wrong.sin), got.sin)));
+}
 
 TEST(Rope, TablesMatchReference) {
   const TableCase cases[] = {
@@ -125,24 +145,35 @@ TEST(Rope, TablesMatchReference) {
       {5, 128, 1000, std::nullopt, "positions 1000..1004: fp32 angles would lose digits here"},
       {3, 128, 8189, std::nullopt, "the end of Llama-3-8B's 8192-token context"},
       {4, 128, 6000, kLlama31, "Llama 3.1 scaling at long range"},
+      {6, 64, 40, std::nullopt, "base 10000: theta comes from the argument", 10000.0},
+      {6, 64, 40, kTinyScaling, "base 1e6 with scaling", 1.0e6},
   };
-  for (const TableCase& c : cases) {
-    SCOPED_TRACE("s=" + std::to_string(c.s) + " h_d=" + std::to_string(c.head_dim) +
-                 " first position " + std::to_string(c.first) + " (" + c.why + ")");
-    const std::vector<int32_t> pos = positions_from(c.first, c.s);
-    const Tables got = device_tables(pos, c.head_dim, 500000.0, c.scaling);
-    const ref::RopeTables want =
-        ref::rope_tables(positions_tensor(pos), c.head_dim, 500000.0, c.scaling);
-    const Tolerance t = tol::rope(c.first + c.s - 1);
-    EXPECT_TRUE(matches_reference(got.cos, to_vector(want.cos), t));
-    EXPECT_TRUE(matches_reference(got.sin, to_vector(want.sin), t));
+  for (const TableCase& c : cases) check_tables(c);
+}
+
+// Llama 3.1 runs to position 131071 (128K context): there an angle p·θ_i formed in fp32 (fp32 θ_i
+// times p, one rounding) is off by up to 0.0058 in cos and sin, about 97000·u, against the 4·u
+// that tables computed in double and rounded once stay within (tol::rope_table). Measured for
+// h_d = 128, θ = 500000, eight positions each: 5000·u from position 8192, 12000·u from 16380,
+// 42000·u from 65533, 97000·u from 131064, with and without llama3 scaling alike (the largest
+// errors come from the high frequencies, which scaling leaves as they are).
+TEST(Rope, TablesAtLongRangeAreFormedInDouble) {
+  for (const auto& scaling : {std::optional<RopeScaling>{}, std::optional<RopeScaling>{kLlama31}}) {
+    check_tables({8, 128, 8192, scaling, "just past Llama-3-8B's context"});
+    check_tables({8, 128, 65533, scaling, "positions 65533..65540"});
+    check_tables({8, 128, 131064, scaling, "the last positions of a 128K context"});
   }
+  check_tables({4, 64, 131068, kLlama31, "base 10000 at 128K", 10000.0});
 }
 
 struct ApplyCase {
   int s, n_heads, head_dim, first;
   std::optional<RopeScaling> scaling;
   const char* why;
+  double theta = 500000.0;
+  // Tolerance: tol::rope(last position) by default; long-range cases check the rotation alone
+  // (tol::rope_rotation), since their tables must be exact to one rounding.
+  bool rotation_only = false;
 };
 
 // Rotates x with tables from the student's kernels and checks against the reference, naming
@@ -150,8 +181,8 @@ struct ApplyCase {
 void check_apply(const ApplyCase& c) {
   SCOPED_TRACE("s=" + std::to_string(c.s) + " heads=" + std::to_string(c.n_heads) +
                " h_d=" + std::to_string(c.head_dim) + " first position " + std::to_string(c.first) +
-               " (" + c.why + ")");
-  const double theta = 500000.0;
+               " theta " + std::to_string(c.theta) + " (" + c.why + ")");
+  const double theta = c.theta;
   const int64_t width = static_cast<int64_t>(c.n_heads) * c.head_dim;
   const std::vector<int32_t> pos = positions_from(c.first, c.s);
   const auto x = random_normal(static_cast<size_t>(c.s * width),
@@ -165,7 +196,8 @@ void check_apply(const ApplyCase& c) {
   const torch::Tensor tp = positions_tensor(pos);
   const torch::Tensor want =
       ref::apply_rope(tx, ref::rope_tables(tp, c.head_dim, theta, c.scaling), c.n_heads);
-  EXPECT_TRUE(matches_reference(d_x, to_vector(want), tol::rope(c.first + c.s - 1),
+  const Tolerance t = c.rotation_only ? tol::rope_rotation() : tol::rope(c.first + c.s - 1);
+  EXPECT_TRUE(matches_reference(d_x, to_vector(want), t,
                                 explaining(rope_pitfalls(tx, tp, c.n_heads, theta, c.scaling), d_x),
                                 {"row", "head", "dim"}));
 }
@@ -176,6 +208,8 @@ TEST(Rope, RotatesQueriesAndKeysLikeReference) {
       {5, 3, 10, 0, std::nullopt, "odd number of pairs per head, 3 heads"},
       {7, 4, 16, 3, std::nullopt, "positions 3..9"},
       {9, 2, 64, 20, kTinyScaling, "llama3 scaling with every band inside the head"},
+      {7, 4, 16, 3, std::nullopt, "base 10000, taken from the argument", 10000.0},
+      {5, 2, 32, 11, kTinyScaling, "base 1e6 with scaling", 1.0e6},
   };
   for (const ApplyCase& c : cases) check_apply(c);
 }
@@ -185,6 +219,17 @@ TEST(Rope, LlamaThreeEightBShapes) {
   check_apply({4, 8, 128, 0, std::nullopt, "K: h_k = 8 heads of 128"});
   check_apply({3, 8, 128, 8189, std::nullopt, "K at the end of the 8192-token context"});
   check_apply({2, 8, 128, 7000, kLlama31, "K with Llama 3.1 scaling"});
+}
+
+// Q and K rotated at positions up to 131071, each with tables from the student's kernels: a
+// rotation from exact tables is within tol::rope_rotation, while tables from fp32 angles are off
+// by up to 0.0058 there (see TablesAtLongRangeAreFormedInDouble), thousands of times more.
+TEST(Rope, RotatesAtLongRange) {
+  check_apply({4, 8, 128, 8192, std::nullopt, "K past 8K", 500000.0, true});
+  check_apply({4, 8, 128, 131068, std::nullopt, "K at the end of 128K", 500000.0, true});
+  check_apply({4, 8, 128, 131068, kLlama31, "K at the end of 128K, Llama 3.1 scaling", 500000.0,
+               true});
+  check_apply({3, 4, 64, 100000, kLlama31, "base 10000 at long range", 10000.0, true});
 }
 
 TEST(Rope, RejectsBadArguments) {

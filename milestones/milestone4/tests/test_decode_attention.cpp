@@ -443,12 +443,27 @@ void check_merge(const MergeCase& c) {
 
   // Known mistakes, computed from the same states (only non-empty ones).
   std::vector<PitfallCandidate> pitfalls;
-  torch::Tensor mean = torch::zeros_like(whole.out), unnormalised = torch::zeros_like(whole.out);
+  torch::Tensor mean = torch::zeros_like(whole.out), unnormalised = torch::zeros_like(whole.out),
+                relative = torch::zeros_like(whole.out);
+  torch::Tensor lse_max;  // [h]: the largest LSE of each head over the non-empty states
+  for (int j = 0; j < n_states; ++j) {
+    if (c.sizes[static_cast<size_t>(j)] == 0) continue;
+    const torch::Tensor l = states[static_cast<size_t>(j)].lse.to(torch::kDouble);
+    lse_max = lse_max.defined() ? torch::maximum(lse_max, l) : l;
+  }
   int non_empty = 0;
   for (int j = 0; j < n_states; ++j) {
     if (c.sizes[static_cast<size_t>(j)] == 0) continue;
     ++non_empty;
     mean = mean + states[static_cast<size_t>(j)].out;
+    // Weights relative to the largest LSE, still not divided by their total.
+    const torch::Tensor w_rel =
+        torch::exp(states[static_cast<size_t>(j)].lse.to(torch::kDouble) - lse_max)
+            .repeat_interleave(c.h_d);
+    relative = relative +
+               (w_rel * states[static_cast<size_t>(j)].out.to(torch::kDouble).reshape({-1}))
+                   .reshape_as(whole.out)
+                   .to(torch::kFloat);
     const torch::Tensor w =
         torch::exp(states[static_cast<size_t>(j)].lse.to(torch::kDouble)).repeat_interleave(c.h_d);
     unnormalised = unnormalised + (w * states[static_cast<size_t>(j)].out.to(torch::kDouble).reshape({-1}))
@@ -464,6 +479,10 @@ void check_merge(const MergeCase& c) {
                         "each state was weighted by e^(LSE_j) but the sum was not divided by the "
                         "total weight Σ_j e^(LSE_j) (subtract the largest LSE first)",
                         to_vector(unnormalised)});
+    pitfalls.push_back({"merge_not_normalised_relative",
+                        "each state was weighted by e^(LSE_j − max LSE) but the sum was not "
+                        "divided by the total weight Σ_j e^(LSE_j − max LSE)",
+                        to_vector(relative)});
   }
   const std::vector<float> got = out.download();
   bool finite = true;
