@@ -22,6 +22,10 @@
 
 set(CLOCKWORK_FRAMEWORK_BUILD "" CACHE PATH
     "A built Clockwork tree whose objects this build reuses for identical files (empty: compile everything)")
+# For builds whose student files change after configuring (the mutation check edits them one
+# mistake at a time): their objects are never taken from the other build, so they always compile.
+option(CLOCKWORK_FRAMEWORK_COMPILE_STUDENT_FILES
+       "With CLOCKWORK_FRAMEWORK_BUILD: compile the student files even where they are identical" OFF)
 
 # The student files: the files of this tree with solution regions (`// BEGIN SOLUTION(mN)`), as
 # clockwork-handout --list-student-files prints them. A copy whose regions are stubbed (a handout,
@@ -258,7 +262,11 @@ function(clockwork_finalize_framework)
       if(src MATCHES "\\.cu$")
         set(by_nvcc ON)
       endif()
-      if(origin AND EXISTS ${CLOCKWORK_PREBUILT_SOURCE_DIR}/${origin} AND (cuda_alike OR NOT by_nvcc))
+      set(student OFF)
+      if(CLOCKWORK_FRAMEWORK_COMPILE_STUDENT_FILES AND origin IN_LIST students)
+        set(student ON)
+      endif()
+      if(origin AND NOT student AND EXISTS ${CLOCKWORK_PREBUILT_SOURCE_DIR}/${origin} AND (cuda_alike OR NOT by_nvcc))
         foreach(o IN LISTS prebuilt)
           string(LENGTH "${o}" lo)
           string(LENGTH "${suffix}" ls)
