@@ -158,6 +158,22 @@ TEST(Verdict, PassAndFailure) {
   EXPECT_NE(fail.output.find("12 of 64 elements"), std::string::npos);
 }
 
+// A failure message as GoogleTest writes it into its JSON report (each UTF-8 byte escaped on its
+// own) reaches the student's results.json as the text the test printed.
+TEST(Verdict, FailureMessagesKeepTheirUtf8InResultsJson) {
+  const char* report = R"({"tests": 1, "testsuites": [{"name": "RmsNorm", "testsuite": [
+    {"name": "Eps", "status": "RUN", "result": "COMPLETED", "time": "0.1s",
+     "failures": [{"failure": "\u00CE\u00B3 \u00E1\u00B5\u0080 \u00CE\u00B5: epsilon is not the one passed in", "type": ""}]}]}]})";
+  const TestOutcome fail = judge_run(a_test(), exited(1), handout::parse_gtest_report(report));
+  EXPECT_FALSE(fail.passed);
+  EXPECT_NE(fail.output.find("γ ᵀ ε: epsilon"), std::string::npos) << fail.output;
+  Rubric rubric;
+  rubric.tests.push_back(a_test());
+  const std::string doc = dump_results(make_results(rubric, {fail}, "", 1.0));
+  EXPECT_EQ(nlohmann::json::parse(doc)["tests"][0]["output"].get<std::string>().find("γ ᵀ ε"),
+            fail.output.find("γ ᵀ ε"));
+}
+
 TEST(Verdict, CrashNamesTheRunningCaseAndShowsTheOutput) {
   handout::RunResult r = exited(-1,
                                 "[ RUN      ] Matmul.TiledA\n[       OK ] Matmul.TiledA (5 ms)\n"

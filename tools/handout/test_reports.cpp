@@ -1,6 +1,7 @@
 #include "tools/handout/test_reports.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -18,8 +19,55 @@ using nlohmann::json;
 const std::set<std::string> kStandardKeys = {"name",   "file", "line",      "status",     "result",    "timestamp",
                                              "time",   "classname", "failures", "value_param", "type_param"};
 
+// Decodes one UTF-8 sequence at s[i]; returns its length, or 0 when it is not valid UTF-8
+// (overlong forms, surrogates and code points past U+10FFFF included).
+size_t utf8_sequence(const std::string& s, size_t i, uint32_t& cp) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  size_t n = 0;
+  if (c < 0x80) { cp = c; return 1; }
+  if ((c & 0xE0) == 0xC0) { n = 2; cp = c & 0x1F; }
+  else if ((c & 0xF0) == 0xE0) { n = 3; cp = c & 0x0F; }
+  else if ((c & 0xF8) == 0xF0) { n = 4; cp = c & 0x07; }
+  else return 0;
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i + k) & 0x3F);
+  }
+  static constexpr uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kSmallest[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return n;
+}
+
+bool valid_utf8(const std::string& s) {
+  uint32_t cp = 0;
+  for (size_t i = 0, n = 0; i < s.size(); i += n) {
+    if ((n = utf8_sequence(s, i, cp)) == 0) return false;
+  }
+  return true;
+}
+
+// GoogleTest's JSON writer escapes every byte of a multi-byte UTF-8 character on its own, as if
+// it were a Latin-1 character ("γ" becomes "\u00CE\u00B3"), so the parsed text reads "Î³". Where
+// every character of a string is below U+0100 and taking them back as bytes gives valid UTF-8,
+// those bytes are what the test printed.
+std::string repair_utf8(const std::string& text) {
+  std::string bytes;
+  bytes.reserve(text.size());
+  bool changed = false;
+  uint32_t cp = 0;
+  for (size_t i = 0, n = 0; i < text.size(); i += n) {
+    n = utf8_sequence(text, i, cp);
+    if (n == 0 || cp > 0xFF) return text;
+    changed |= cp >= 0x80;
+    bytes.push_back(static_cast<char>(cp));
+  }
+  return changed && valid_utf8(bytes) ? bytes : text;
+}
+
 std::string as_text(const json& v) {
-  if (v.is_string()) return v.get<std::string>();
+  if (v.is_string()) return repair_utf8(v.get<std::string>());
   return v.dump();
 }
 
@@ -52,13 +100,13 @@ GtestReport parse_gtest_report(const std::string& text) {
       if (!suite.contains("testsuite") || !suite["testsuite"].is_array()) continue;
       for (const json& tc : suite["testsuite"]) {
         CaseResult c;
-        c.name = suite_name + "." + tc.value("name", "");
+        c.name = repair_utf8(suite_name + "." + tc.value("name", ""));
         c.ran = tc.value("status", "") == "RUN";
         c.skipped = tc.value("result", "") == "SKIPPED";
         c.seconds = tc.contains("time") ? parse_seconds(tc["time"]) : 0;
         if (tc.contains("failures") && tc["failures"].is_array()) {
           for (const json& f : tc["failures"]) {
-            c.failures.push_back(f.is_object() ? f.value("failure", std::string("(no message)")) : as_text(f));
+            c.failures.push_back(repair_utf8(f.is_object() ? f.value("failure", std::string("(no message)")) : as_text(f)));
           }
         }
         for (auto it = tc.begin(); it != tc.end(); ++it) {
