@@ -114,6 +114,47 @@ std::string random_seed() {
   return std::to_string(v);
 }
 
+}  // namespace
+
+std::string hide_hidden_test_source(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, out;
+  bool hiding = false;
+  size_t hidden = 0;
+  // A diagnostic starts with a location ("path:line:col: ..." or "In file included from path");
+  // the lines after it that echo source ("  12 |   code", "     |   ^~~") belong to it.
+  const auto is_echo = [](const std::string& l) {
+    size_t i = l.find_first_not_of(' ');
+    if (i == std::string::npos) return false;
+    while (i < l.size() && std::isdigit(static_cast<unsigned char>(l[i]))) ++i;
+    while (i < l.size() && l[i] == ' ') ++i;
+    return i < l.size() && l[i] == '|';
+  };
+  while (std::getline(in, line)) {
+    const size_t colon = line.find(':');
+    const bool located = colon != std::string::npos && !is_echo(line) && line.rfind("FAILED: ", 0) != 0;
+    const bool in_hidden = located && line.substr(0, colon + 1).find("grading/hidden/") != std::string::npos;
+    const bool included_from_hidden =
+        line.find("included from ") != std::string::npos && line.find("grading/hidden/") != std::string::npos;
+    if (in_hidden || included_from_hidden) {
+      if (!hiding) out += "[an error reported in a hidden test's source, not shown]\n";
+      hiding = true;
+      ++hidden;
+      continue;
+    }
+    if (hiding && (is_echo(line) || line.rfind("  ", 0) == 0)) continue;
+    hiding = false;
+    out += line + "\n";
+  }
+  if (hidden > 0) {
+    out += "\nA hidden test does not compile against your code: its source is not shown. Check that your "
+           "files keep the functions and signatures the handout gives (names, argument types, return types).\n";
+  }
+  return out;
+}
+
+namespace {
+
 // The build's error messages: from the first failed step on, where the compiler's first error is.
 std::string build_errors(const std::string& log) {
   size_t start = log.find("FAILED: ");
@@ -131,7 +172,7 @@ std::string build_errors(const std::string& log) {
     after_failed = line.rfind("FAILED: ", 0) == 0;
     if (!command) text += line + "\n";
   }
-  return handout::shorten(text, 8000, 0.8);
+  return handout::shorten(hide_hidden_test_source(text), 8000, 0.8);
 }
 
 // Holds an exclusive lock on the work folder so that two gradings never share a build.

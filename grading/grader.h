@@ -67,6 +67,11 @@ SubmissionPlan overlay_submission(handout::Tree& framework, const Rubric& rubric
 /// same message, so the grader refuses it up front instead.
 bool valid_hidden_seed(const std::string& seed);
 
+/// The compiler's messages as a student may see them: every diagnostic located in a hidden test
+/// (grading/hidden/), with the source lines the compiler echoes, becomes one line saying that
+/// something there failed, and a closing paragraph says what that usually means.
+std::string hide_hidden_test_source(const std::string& compiler_output);
+
 /// Grades a submission. Always returns a valid results.json document; `status` is 0 after a
 /// grading (whatever the score) and 2 when the grader itself could not do its job (the document
 /// then says why, with score 0).

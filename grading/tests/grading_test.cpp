@@ -420,3 +420,29 @@ TEST(HiddenSeed, NotANumberIsAGraderError) {
   EXPECT_NE(output.find("not a number"), std::string::npos) << output;
   EXPECT_EQ(results.dump().find("s3cret-words"), std::string::npos) << results.dump();
 }
+
+// What g++ prints when a student's changed signature breaks a hidden test: the student sees
+// their own file's errors, never a line of the hidden test.
+TEST(BuildErrors, HiddenTestSourceIsNotShown) {
+  const std::string log =
+      "FAILED: grading/hidden/CMakeFiles/hidden_kernels_objs.dir/test_hidden_kernels.cpp.o\n"
+      "In file included from grading/hidden/test_hidden_kernels.cpp:3:\n"
+      "grading/hidden/test_hidden_kernels.cpp: In member function 'virtual void H_Secret_Test::TestBody()':\n"
+      "grading/hidden/test_hidden_kernels.cpp:42:17: error: too few arguments to function 'void rmsnorm(int)'\n"
+      "   42 |   rmsnorm(secret_shape_rows, 4099);\n"
+      "      |   ~~~~~~~^~~~~~~~~~~~~~~~~~~~~~~~~\n"
+      "kernels/rmsnorm.cu:12:6: note: declared here\n"
+      "   12 | void rmsnorm(int rows) {\n"
+      "      |      ^~~~~~~\n"
+      "ninja: build stopped: subcommand failed.\n";
+  const std::string shown = clockwork::grading::hide_hidden_test_source(log);
+  EXPECT_EQ(shown.find("secret_shape_rows"), std::string::npos) << shown;
+  EXPECT_EQ(shown.find("4099"), std::string::npos) << shown;
+  EXPECT_EQ(shown.find("TestBody"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("kernels/rmsnorm.cu:12:6: note: declared here"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("void rmsnorm(int rows) {"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("hidden test does not compile against your code"), std::string::npos) << shown;
+
+  const std::string own = "kernels/rmsnorm.cu:3:1: error: expected ';'\n    3 | int x\n      | ^\n";
+  EXPECT_EQ(clockwork::grading::hide_hidden_test_source(own), own);
+}
