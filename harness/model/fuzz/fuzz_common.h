@@ -4,11 +4,13 @@
 // libFuzzer keeps the input.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "harness/model/safetensors.h"
 #include "harness/model/tokenizer.h"
@@ -45,6 +47,17 @@ bool loads(std::string_view prefix, F&& load) {
     crash(std::string("an exception that is not one of the loaders' errors escaped: ") + e.what());
   }
   return false;
+}
+
+// An accepted tokenizer must encode a fixed text to ids inside its vocabulary that decode back to
+// the text (a byte-level BPE loses nothing).
+inline void check_round_trip(const Tokenizer& tokenizer) {
+  const std::string sample = "Hello, world! It's 2024:  \xce\xb3 = 0.5\n\tabcabc <|eot_id|>";
+  const std::vector<int32_t> ids = tokenizer.encode(sample);
+  for (int32_t id : ids) {
+    if (id < 0 || id >= tokenizer.vocab_size()) crash("encode() gave id " + std::to_string(id));
+  }
+  if (tokenizer.decode(ids) != sample) crash("decode(encode(text)) != text");
 }
 
 }  // namespace clockwork::fuzz
