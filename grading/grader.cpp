@@ -358,12 +358,15 @@ struct Pipeline {
 
   explicit Pipeline(const GradeOptions& o) : opt(o) {}
 
-  // A build's time limit: its own, or what is left before the deadline.
-  double build_limit() const {
-    if (opt.deadline_s <= 0) return opt.build_timeout_s;
+  // Seconds left before the deadline, keeping a margin for the results; infinite without one.
+  double time_left() const {
+    if (opt.deadline_s <= 0) return std::numeric_limits<double>::infinity();
     const double used = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return std::max(1.0, std::min(opt.build_timeout_s, opt.deadline_s - kDeadlineMargin_s - used));
+    return opt.deadline_s - kDeadlineMargin_s - used;
   }
+
+  // A build's time limit: its own, or what is left before the deadline.
+  double build_limit() const { return std::max(1.0, std::min(opt.build_timeout_s, time_left())); }
 
   handout::RunResult run_logged(const std::vector<std::string>& argv, const fs::path& log, double timeout_s) {
     handout::RunOptions r;
@@ -639,10 +642,6 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
   auto progress = [&] {  // called with progress_mutex held, or before the test runs start
     if (opt.on_progress) opt.on_progress(make_results(p.rubric, outcomes, p.top.str(), elapsed()));
   };
-  // Seconds left before the deadline, keeping a margin for the results; infinite without one.
-  auto time_left = [&] {
-    return opt.deadline_s > 0 ? opt.deadline_s - kDeadlineMargin_s - elapsed() : std::numeric_limits<double>::infinity();
-  };
   progress();
   if (!targets.empty()) {
     std::string errors;
@@ -694,7 +693,7 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
     }
     r.env["CLOCKWORK_SEED"] = t.hidden ? std::optional<std::string>(p.seed) : std::nullopt;
     r.timeout_s = t.timeout_s > 0 && opt.timeout_s <= 0 ? t.timeout_s : p.rubric.timeout_s;
-    r.timeout_s = std::min(r.timeout_s, std::max(1.0, time_left()));
+    r.timeout_s = std::min(r.timeout_s, std::max(1.0, p.time_left()));
     r.output_file = p.reports_dir / (std::to_string(i) + suffix + ".log");
     r.max_output = 64 * 1024;
     r.max_file_bytes = kMaxTestOutputFile;
@@ -721,10 +720,10 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
                         "' for this backend: the rubric and the framework disagree. Please tell the course staff."));
       return;
     }
-    if (time_left() < kMinimumRun_s) return finish(i, out_of_time());
+    if (p.time_left() < kMinimumRun_s) return finish(i, out_of_time());
     TestOutcome o = run_test(i, binary_of[i], "");
     if (o.passed && checked_binary_of[i]) {
-      if (time_left() < kMinimumRun_s) {
+      if (p.time_left() < kMinimumRun_s) {
         o = out_of_time();
         o.output += " (its normal run passed; the checked run did not start)";
       } else {
