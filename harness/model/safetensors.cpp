@@ -527,12 +527,19 @@ struct Checkpoint::State {
       tensors_in[shard].push_back(name);
     }
     for (const auto& [shard, names] : tensors_in) {
-      if (!fs::is_regular_file(dir / shard)) {
+      // The error_code form: a name the OS refuses (longer than NAME_MAX, say) is the index's
+      // fault and must be reported as such, not escape as a std::filesystem error.
+      std::error_code ec;
+      const fs::file_status st = fs::status(dir / shard, ec);
+      if (!fs::is_regular_file(st)) {
         std::string others =
             names.size() > 1 ? " (and " + std::to_string(names.size() - 1) + " more)" : "";
+        const std::string why = !fs::exists(st) && ec && ec != std::errc::no_such_file_or_directory
+                                    ? " cannot be opened (" + ec.message() + ")"
+                                : fs::exists(st) ? " is not a regular file"
+                                                 : " does not exist";
         fail(index_label + ": tensor " + in_quotes(names.front()) + others +
-             " is mapped to shard " + in_quotes(shard) + ", but " + (dir / shard).string() +
-             " does not exist");
+             " is mapped to shard " + in_quotes(shard) + ", but " + (dir / shard).string() + why);
       }
     }
 
@@ -584,9 +591,9 @@ Checkpoint Checkpoint::open(const fs::path& path) {
   if (fs::is_directory(st)) {
     const fs::path index = path / kIndexFileName;
     const fs::path single = path / kSingleFileName;
-    if (fs::exists(index)) {
+    if (fs::exists(index, ec)) {
       state->open_sharded(path, index);
-    } else if (fs::exists(single)) {
+    } else if (fs::exists(single, ec)) {
       state->open_single(single);
     } else {
       fail(path.string() + ": directory has neither " + std::string(kIndexFileName) +

@@ -653,6 +653,18 @@ TEST_F(SafetensorsTest, IndexNamingAMissingShard) {
                         std::string("shard '") + kShard2 + "'", "does not exist"}));
 }
 
+// A shard name the file system refuses (over NAME_MAX, 255 bytes on Linux) is reported like a
+// missing shard, naming the index and the tensor, instead of escaping as a filesystem_error.
+TEST_F(SafetensorsTest, IndexNamingAShardTheFileSystemRefuses) {
+  json index = write_two_shards(dir.path());
+  const std::string long_name(300, 'x');
+  index["weight_map"]["lm_head.weight"] = long_name;
+  write_text(dir / "model.safetensors.index.json", index.dump());
+  EXPECT_TRUE(Mentions(open_error(dir.path()),
+                       {(dir / "model.safetensors.index.json").string(), "lm_head.weight",
+                        "cannot be opened", "File name too long"}));
+}
+
 TEST_F(SafetensorsTest, TensorMissingFromItsShard) {
   json index = write_two_shards(dir.path());
   index["weight_map"]["model.layers.9.mlp.up_proj.weight"] = kShard1;
