@@ -2,6 +2,7 @@
 // produce the expected numbers and sentences.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -494,6 +495,43 @@ TEST(Data, GeneratorsAreDeterministicAndNeverFlat) {
   }
   const auto two = clockwork::random_ids(2, 2, 0);
   EXPECT_NE(two[0], two[1]) << "ids are never all equal";
+}
+
+// Long streams are filled in parallel chunks; every value must be the one a single serial loop
+// gives (splitmix64 + Box-Muller, written out again here), at chunk edges too, so that a seed
+// means the same data on a laptop with 8 threads and a CI machine with 2.
+TEST(Data, LongStreamsEqualTheSerialStream) {
+  uint64_t state = 11;
+  auto unit = [&state] {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1p-53;
+  };
+  const size_t n = (size_t{3} << 20) + 7;  // several chunks, odd length
+  const auto normal = clockwork::random_normal(n, 11, 0.5f, 0.25f);
+  ASSERT_EQ(normal.size(), n);
+  size_t mismatches = 0, first = n;
+  for (size_t i = 0; i < n; i += 2) {
+    const double u1 = 1.0 - unit(), u2 = unit();
+    const double r = std::sqrt(-2.0 * std::log(u1)), a = 6.283185307179586476925 * u2;
+    const float c = static_cast<float>(0.25f + 0.5f * r * std::cos(a));
+    const float sn = static_cast<float>(0.25f + 0.5f * r * std::sin(a));
+    if (normal[i] != c) ++mismatches, first = std::min(first, i);
+    if (i + 1 < n && normal[i + 1] != sn) ++mismatches, first = std::min(first, i + 1);
+  }
+  EXPECT_EQ(mismatches, 0u) << "first differing index " << first;
+
+  state = 12;
+  const auto uniform = clockwork::random_uniform(n, 12, -1.f, 3.f);
+  mismatches = 0;
+  first = n;
+  for (size_t i = 0; i < n; ++i) {
+    float v = static_cast<float>(-1.0 + 4.0 * unit());
+    if (!(v < 3.f)) v = -1.f;
+    if (uniform[i] != v) ++mismatches, first = std::min(first, i);
+  }
+  EXPECT_EQ(mismatches, 0u) << "first differing index " << first;
 }
 
 TEST(Data, Bf16RoundsToNearestEvenAndKeepsPoison) {
