@@ -3,11 +3,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <utility>
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "harness/model/safetensors.h"
 #include "reference/detail.h"
 
 namespace clockwork::ref {
@@ -75,6 +78,26 @@ WeightLookup lookup_from_map(std::map<std::string, torch::Tensor> weights) {
   return [w = std::move(weights)](const std::string& name) -> torch::Tensor {
     const auto it = w.find(name);
     return it == w.end() ? torch::Tensor() : it->second;
+  };
+}
+
+torch::Tensor as_torch(const TensorInfo& t) {
+  const torch::ScalarType type = t.dtype == DType::BF16  ? torch::kBFloat16
+                                 : t.dtype == DType::F16 ? torch::kHalf
+                                                         : torch::kFloat;
+  const auto options = torch::TensorOptions().dtype(type);
+  if (reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype) == 0) {
+    return torch::from_blob(const_cast<std::byte*>(t.data), t.shape, options);
+  }
+  torch::Tensor copy = torch::empty(t.shape, options);
+  std::memcpy(copy.data_ptr(), t.data, t.nbytes);
+  return copy;
+}
+
+WeightLookup checkpoint_lookup(const Checkpoint& checkpoint) {
+  return [&checkpoint](const std::string& name) -> torch::Tensor {
+    if (!checkpoint.contains(name)) return {};
+    return as_torch(checkpoint.get(name));
   };
 }
 

@@ -24,6 +24,11 @@
 #include "kernels/model_config.h"
 #include "reference/ops.h"
 
+namespace clockwork {
+class Checkpoint;
+struct TensorInfo;
+}  // namespace clockwork
+
 namespace clockwork::ref {
 
 /// Returns the tensor stored under a HuggingFace name (e.g. "model.layers.0.mlp.up_proj.weight"),
@@ -50,6 +55,15 @@ std::map<std::string, torch::Tensor> random_weights(const ModelConfig& config, u
 
 /// A lookup over a name -> tensor map (undefined tensor for a missing name).
 WeightLookup lookup_from_map(std::map<std::string, torch::Tensor> weights);
+
+/// A checkpoint tensor as a torch tensor of its own dtype (bf16, f16 or f32) over the mapped
+/// bytes, copied only when the file does not align it to its element size. The Checkpoint must
+/// outlive the tensor.
+torch::Tensor as_torch(const TensorInfo& tensor);
+
+/// Every tensor of an opened checkpoint through as_torch() (undefined tensor for a missing
+/// name). `checkpoint` must outlive the lookup and the tensors it returns.
+WeightLookup checkpoint_lookup(const Checkpoint& checkpoint);
 
 /// What to keep besides the per-layer outputs.
 struct ForwardOptions {

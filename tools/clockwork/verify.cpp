@@ -80,22 +80,6 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-// A checkpoint tensor as a torch tensor of the same dtype. The memory-mapped bytes are used in
-// place when they are aligned to the element size; the Checkpoint must outlive the tensor then.
-torch::Tensor as_torch(const TensorInfo& t) {
-  const torch::ScalarType type = t.dtype == DType::BF16  ? torch::kBFloat16
-                                 : t.dtype == DType::F16 ? torch::kHalf
-                                                         : torch::kFloat;
-  const auto options = torch::TensorOptions().dtype(type);
-  const size_t element = dtype_size(t.dtype);
-  if (reinterpret_cast<uintptr_t>(t.data) % element == 0) {
-    return torch::from_blob(const_cast<std::byte*>(t.data), t.shape, options);
-  }
-  torch::Tensor copy = torch::empty(t.shape, options);
-  std::memcpy(copy.data_ptr(), t.data, t.nbytes);
-  return copy;
-}
-
 struct Diff {
   double cosine = 0;
   double max_abs = 0;
@@ -205,7 +189,7 @@ int run_verify(const std::vector<std::string>& argv) {
 
   std::map<std::string, torch::Tensor> weights;
   for (const ExpectedTensor& e : expected_tensors(config)) {
-    weights.emplace(e.name, as_torch(checkpoint.get(e.name)));
+    weights.emplace(e.name, ref::as_torch(checkpoint.get(e.name)));
   }
   const ref::Model reference(config, ref::lookup_from_map(std::move(weights)));
   torch::NoGradGuard no_grad;

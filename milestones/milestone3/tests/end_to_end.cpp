@@ -131,18 +131,6 @@ std::string show_token(const Tokenizer* tok, int32_t id) {
   return out + "'";
 }
 
-torch::Tensor as_torch(const TensorInfo& t) {
-  const torch::ScalarType type = t.dtype == DType::BF16  ? torch::kBFloat16
-                                 : t.dtype == DType::F16 ? torch::kHalf
-                                                         : torch::kFloat;
-  const auto options = torch::TensorOptions().dtype(type);
-  if (reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype) == 0) {
-    return torch::from_blob(const_cast<std::byte*>(t.data), t.shape, options);
-  }
-  torch::Tensor copy = torch::empty(t.shape, options);
-  std::memcpy(copy.data_ptr(), t.data, t.nbytes);
-  return copy;
-}
 
 }  // namespace
 
@@ -182,12 +170,6 @@ void expect_same_choice(int32_t got, int64_t want, const torch::Tensor& ref_logi
       << l[want] << " vs " << l[got] << "), which is not a near-tie";
 }
 
-ref::WeightLookup checkpoint_lookup(const Checkpoint& checkpoint) {
-  return [&checkpoint](const std::string& name) -> torch::Tensor {
-    if (!checkpoint.contains(name)) return {};
-    return as_torch(checkpoint.get(name));
-  };
-}
 
 void check_end_to_end(const std::filesystem::path& dir, const std::vector<int32_t>& ids,
                       const EndToEndOptions& options) {
@@ -196,7 +178,7 @@ void check_end_to_end(const std::filesystem::path& dir, const std::vector<int32_
   const int64_t s = static_cast<int64_t>(ids.size()), d = c.hidden_size;
   SCOPED_TRACE(options.label + ", " + std::to_string(s) + " tokens");
   const Checkpoint checkpoint = Checkpoint::open(dir);
-  const ref::WeightLookup lookup = checkpoint_lookup(checkpoint);
+  const ref::WeightLookup lookup = ref::checkpoint_lookup(checkpoint);
   const ref::Model reference(c, lookup);
   torch::NoGradGuard no_grad;
 

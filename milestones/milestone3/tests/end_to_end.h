@@ -34,11 +34,6 @@ Tolerance logits_tolerance(const ModelConfig& config, int64_t s);
 void expect_same_choice(int32_t got, int64_t want, const torch::Tensor& ref_logits,
                         const Tolerance& t, const std::string& what);
 
-/// Every tensor of an opened checkpoint as a torch tensor of its own dtype over the mapped bytes
-/// (copied only when the file does not align it to its element size). `checkpoint` must outlive
-/// the lookup and the tensors it returns.
-ref::WeightLookup checkpoint_lookup(const Checkpoint& checkpoint);
-
 /// What check_end_to_end() does besides the first forward pass.
 struct EndToEndOptions {
   std::string label;  ///< names the model in messages, e.g. "2 layers of Llama-3-8B's sizes"
@@ -55,7 +50,7 @@ struct EndToEndOptions {
 };
 
 /// Loads `dir` (config.json and the safetensors checkpoint) with Model::load and, for the
-/// reference, through checkpoint_lookup(), runs both on `ids` and checks: the output of every
+/// reference, through ref::checkpoint_lookup(), runs both on `ids` and checks: the output of every
 /// layer [s, d] within after_layers(), the final norm of the last row and the logits within
 /// logits_tolerance(), the greedy next token (equal, or a near-tie), and options.gate_steps steps
 /// of the top-5 gate. Prints a per-layer table of the errors and the time each side took.
