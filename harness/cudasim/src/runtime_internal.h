@@ -37,6 +37,11 @@ enum CheckKind : unsigned { kCheckRace = 1, kCheckBounds = 2, kCheckInit = 4 };
 /// The checks CUDASIM_CHECK asks for (a CheckKind mask), whether or not the program can do them.
 unsigned requested_checks();
 
+/// Whether CUDASIM_PROFILE asks for counting mode (or the program was built with --profile).
+bool profiling_requested();
+/// Counting mode is the default (a program built with `cudasim-cc --profile`).
+void profile_by_default();
+
 /// Whether the program contains code compiled for checking (any translation unit built with
 /// -fsanitize=thread calls __tsan_init before main).
 bool program_is_instrumented();
