@@ -67,7 +67,23 @@ struct Stats {
 };
 
 // One warp-level instruction being gathered: the address and size of each contributing lane.
+// Kept small, since a warp has one open per site and lane 0 may run far ahead of lane 31: the low
+// 32 bits of each address, with the high bits and the size shared by the lanes; a lane that differs
+// in either moves the group to a full copy (`wide`, rare: an instruction reads one size, and the
+// buffers of one instruction rarely straddle a 4 GiB boundary).
 struct Group {
+  uint32_t lo[32];
+  uint32_t lanes;
+  uint32_t hi;
+  uint8_t size;
+  int32_t wide;  // index into ThreadProfile::wide, or -1
+};
+struct WideGroup {
+  uintptr_t addr[32];
+  uint8_t size[32];
+};
+// A group as count_group() reads it.
+struct Lanes {
   uintptr_t addr[32];
   uint8_t size[32];
   uint32_t lanes;
@@ -93,6 +109,8 @@ struct ThreadProfile {
   std::vector<Warp> warps;
   std::vector<Group> pool;
   std::vector<int32_t> free_groups;
+  std::vector<WideGroup> wide;
+  std::vector<int32_t> free_wide;
   std::vector<uint16_t> hint = std::vector<uint16_t>(kMaxThreadsPerBlock);  // per lane: its last site
   unsigned nwarps = 0;
 };
@@ -100,12 +118,31 @@ thread_local ThreadProfile* tl_profile = nullptr;
 
 bool is_global(Kind k) { return k <= kGlobalAtomic; }
 
-void count_group(Site& s, const Group& g) {
+void count_group(Site& s, const Lanes& g) {
   Stats& st = s.stats;
   ++st.requests;
   st.lanes += static_cast<unsigned>(__builtin_popcount(g.lanes));
   for (uint32_t m = g.lanes; m; m &= m - 1) st.bytes += g.size[__builtin_ctz(m)];
   if (is_global(s.kind)) {
+    // Usually the sectors lie within 512 of each other: a bitmap counts them without sorting.
+    uintptr_t lo = ~uintptr_t{0}, hi = 0;
+    for (uint32_t m = g.lanes; m; m &= m - 1) {
+      const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
+      lo = std::min(lo, g.addr[l] >> 5);
+      hi = std::max(hi, (g.addr[l] + g.size[l] - 1) >> 5);
+    }
+    ++st.ideal;
+    if (hi - lo < 512) {
+      uint64_t bits[8] = {};
+      for (uint32_t m = g.lanes; m; m &= m - 1) {
+        const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
+        for (uintptr_t sec = g.addr[l] >> 5; sec <= (g.addr[l] + g.size[l] - 1) >> 5; ++sec) {
+          bits[(sec - lo) >> 6] |= uint64_t{1} << ((sec - lo) & 63);
+        }
+      }
+      for (uint64_t b : bits) st.transactions += static_cast<uint64_t>(__builtin_popcountll(b));
+      return;
+    }
     uintptr_t sectors[96];
     unsigned n = 0;
     for (uint32_t m = g.lanes; m; m &= m - 1) {
@@ -114,12 +151,39 @@ void count_group(Site& s, const Group& g) {
     }
     std::sort(sectors, sectors + n);
     st.transactions += static_cast<uint64_t>(std::unique(sectors, sectors + n) - sectors);
-    st.ideal += (static_cast<uint64_t>(n ? 1 : 0));
     return;
   }
   // Shared memory: lanes are served in phases of 128 bytes' worth of lanes, in lane order.
-  unsigned widest = 4;
+  unsigned widest = 0;
   for (uint32_t m = g.lanes; m; m &= m - 1) widest = std::max<unsigned>(widest, g.size[__builtin_ctz(m)]);
+  if (widest <= 4) {
+    // The common case: one word per lane. Each bank remembers its first word; a second, different
+    // word in a bank is a conflict, counted exactly below.
+    uintptr_t first[32];
+    uint32_t used = 0;
+    bool conflict = false;
+    for (uint32_t m = g.lanes; m && !conflict; m &= m - 1) {
+      const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
+      if ((g.addr[l] & 3) + g.size[l] > 4) {
+        conflict = true;  // straddles two words: the general count
+        break;
+      }
+      const uintptr_t w = g.addr[l] >> 2;
+      const unsigned b = static_cast<unsigned>(w & 31);
+      if (!(used >> b & 1u)) {
+        used |= 1u << b;
+        first[b] = w;
+      } else if (first[b] != w) {
+        conflict = true;
+      }
+    }
+    if (!conflict) {
+      ++st.transactions;
+      ++st.ideal;
+      return;
+    }
+  }
+  widest = std::max(widest, 4u);
   const unsigned per_phase = std::max(1u, 128u / std::min(widest, 128u));
   for (unsigned first = 0; first < 32; first += per_phase) {
     const uint32_t in_phase = g.lanes & (per_phase >= 32 ? ~0u : ((1u << per_phase) - 1u) << first);
@@ -143,7 +207,25 @@ void count_group(Site& s, const Group& g) {
 void release_group(ThreadProfile& t, Site& s, size_t index) {
   const int32_t gi = s.open[index];
   if (gi < 0) return;
-  count_group(s, t.pool[static_cast<size_t>(gi)]);
+  const Group& g = t.pool[static_cast<size_t>(gi)];
+  Lanes l;
+  l.lanes = g.lanes;
+  if (g.wide >= 0) {
+    const WideGroup& w = t.wide[static_cast<size_t>(g.wide)];
+    for (uint32_t m = g.lanes; m; m &= m - 1) {
+      const unsigned i = static_cast<unsigned>(__builtin_ctz(m));
+      l.addr[i] = w.addr[i];
+      l.size[i] = w.size[i];
+    }
+    t.free_wide.push_back(g.wide);
+  } else {
+    for (uint32_t m = g.lanes; m; m &= m - 1) {
+      const unsigned i = static_cast<unsigned>(__builtin_ctz(m));
+      l.addr[i] = (uintptr_t{g.hi} << 32) | g.lo[i];
+      l.size[i] = g.size;
+    }
+  }
+  count_group(s, l);
   t.free_groups.push_back(gi);
   s.open[index] = -1;
 }
@@ -243,7 +325,10 @@ void access(Kind kind, unsigned lane, uintptr_t a, size_t size, const void* pc) 
   // The site: usually the one this lane used last or the next one.
   std::vector<Site>& sites = warp.sites;
   size_t si = t.hint[lane];
-  if (!(si < sites.size() && sites[si].pc == pc && sites[si].kind == kind)) {
+  // Code runs in the order its sites were first met: after site i usually comes i + 1.
+  if (si + 1 < sites.size() && sites[si + 1].pc == pc && sites[si + 1].kind == kind) {
+    t.hint[lane] = static_cast<uint16_t>(++si);
+  } else if (!(si < sites.size() && sites[si].pc == pc && sites[si].kind == kind)) {
     si = sites.size();
     for (size_t i = 0; i < sites.size(); ++i) {
       if (sites[i].pc == pc && sites[i].kind == kind) {
@@ -270,12 +355,39 @@ void access(Kind kind, unsigned lane, uintptr_t a, size_t size, const void* pc) 
       gi = static_cast<int32_t>(t.pool.size());
       t.pool.emplace_back();
     }
-    t.pool[static_cast<size_t>(gi)].lanes = 0;
+    Group& g = t.pool[static_cast<size_t>(gi)];
+    g.lanes = 0;
+    g.hi = static_cast<uint32_t>(a >> 32);
+    g.size = static_cast<uint8_t>(std::min<size_t>(size, 255));
+    g.wide = -1;
     s.open.push_back(gi);
   }
   Group& g = t.pool[static_cast<size_t>(s.open[index])];
-  g.addr[bit] = a;
-  g.size[bit] = static_cast<uint8_t>(std::min<size_t>(size, 255));
+  const auto sz = static_cast<uint8_t>(std::min<size_t>(size, 255));
+  if (__builtin_expect(g.wide < 0 && (g.hi == static_cast<uint32_t>(a >> 32) && g.size == sz), 1)) {
+    g.lo[bit] = static_cast<uint32_t>(a);
+  } else {
+    if (g.wide < 0) {  // the first lane that differs: copy the others to a full group
+      int32_t wi;
+      if (!t.free_wide.empty()) {
+        wi = t.free_wide.back();
+        t.free_wide.pop_back();
+      } else {
+        wi = static_cast<int32_t>(t.wide.size());
+        t.wide.emplace_back();
+      }
+      WideGroup& w = t.wide[static_cast<size_t>(wi)];
+      for (uint32_t m = g.lanes; m; m &= m - 1) {
+        const unsigned i = static_cast<unsigned>(__builtin_ctz(m));
+        w.addr[i] = (uintptr_t{g.hi} << 32) | g.lo[i];
+        w.size[i] = g.size;
+      }
+      g.wide = wi;
+    }
+    WideGroup& w = t.wide[static_cast<size_t>(g.wide)];
+    w.addr[bit] = a;
+    w.size[bit] = sz;
+  }
   g.lanes |= 1u << bit;
   if (g.lanes == warp.full) {
     release_group(t, s, index);
