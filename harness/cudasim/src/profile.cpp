@@ -118,6 +118,37 @@ thread_local ThreadProfile* tl_profile = nullptr;
 
 bool is_global(Kind k) { return k <= kGlobalAtomic; }
 
+// The fewest sectors that could carry what the lanes asked for: their distinct bytes, packed.
+uint64_t ideal_sectors(const Lanes& g) {
+  uintptr_t lo = ~uintptr_t{0}, hi = 0;
+  for (uint32_t m = g.lanes; m; m &= m - 1) {
+    const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
+    lo = std::min(lo, g.addr[l]);
+    hi = std::max(hi, g.addr[l] + g.size[l]);
+  }
+  uint64_t distinct = 0;
+  if (hi - lo <= 512) {  // a byte map of the span
+    uint64_t bits[8] = {};
+    for (uint32_t m = g.lanes; m; m &= m - 1) {
+      const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
+      for (uintptr_t b = g.addr[l] - lo; b < g.addr[l] - lo + g.size[l]; ++b) bits[b >> 6] |= uint64_t{1} << (b & 63);
+    }
+    for (uint64_t b : bits) distinct += static_cast<uint64_t>(__builtin_popcountll(b));
+  } else {  // lanes far apart: distinct (address, size) pairs, overlaps aside
+    std::pair<uintptr_t, uint8_t> a[32];
+    unsigned n = 0;
+    for (uint32_t m = g.lanes; m; m &= m - 1) {
+      const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
+      a[n++] = {g.addr[l], g.size[l]};
+    }
+    std::sort(a, a + n);
+    for (unsigned i = 0; i < n; ++i) {
+      if (i == 0 || a[i] != a[i - 1]) distinct += a[i].second;
+    }
+  }
+  return (distinct + 31) / 32;
+}
+
 void count_group(Site& s, const Lanes& g) {
   Stats& st = s.stats;
   ++st.requests;
@@ -131,7 +162,7 @@ void count_group(Site& s, const Lanes& g) {
       lo = std::min(lo, g.addr[l] >> 5);
       hi = std::max(hi, (g.addr[l] + g.size[l] - 1) >> 5);
     }
-    ++st.ideal;
+    st.ideal += ideal_sectors(g);
     if (hi - lo < 512) {
       uint64_t bits[8] = {};
       for (uint32_t m = g.lanes; m; m &= m - 1) {
@@ -492,6 +523,7 @@ std::vector<KernelProfile> results_locked() {
       l.bytes_requested = st.bytes;
       if (is_global(static_cast<Kind>(std::get<2>(key)))) {
         l.sectors = st.transactions;
+        l.ideal_sectors = st.ideal;
       } else {
         l.wavefronts = st.transactions;
         l.ideal_wavefronts = st.ideal;
@@ -506,7 +538,7 @@ std::vector<KernelProfile> results_locked() {
 // What a line wastes: sectors beyond the bytes it asked for, or wavefronts beyond one per phase.
 double waste(const ProfileLine& l) {
   if (static_cast<int>(l.kind) <= kGlobalAtomic) {
-    return static_cast<double>(l.sectors) - std::ceil(static_cast<double>(l.bytes_requested) / 32.0);
+    return static_cast<double>(l.sectors) - static_cast<double>(l.ideal_sectors);
   }
   return static_cast<double>(l.wavefronts - l.ideal_wavefronts) * 4.0;  // a wavefront moves up to 4 sectors' worth
 }
@@ -550,6 +582,7 @@ KernelProfile::Totals KernelProfile::totals() const {
     t.requests[k] += l.requests;
     t.bytes_requested[k] += l.bytes_requested;
     t.sectors[k] += l.sectors;
+    t.ideal_sectors[k] += l.ideal_sectors;
     t.wavefronts[k] += l.wavefronts;
     t.ideal_wavefronts[k] += l.ideal_wavefronts;
     t.lane_accesses[k] += l.lane_accesses;
@@ -582,13 +615,13 @@ std::string profile_report(const char* gpu) {
   for (const KernelProfile& k : kernels) {
     const KernelProfile::Totals t = k.totals();
     o << "\nkernel '" << k.kernel << "' (" << k.launches << (k.launches == 1 ? " launch" : " launches") << ")\n";
-    o << "                   requests  sectors/req  bytes requested  bytes moved  efficiency\n";
+    o << "                   requests  sectors/req  ideal/req  bytes requested  bytes moved\n";
     for (int kind = kGlobalLoad; kind <= kGlobalAtomic; ++kind) {
       if (!t.requests[kind]) continue;
       const double req = static_cast<double>(t.requests[kind]), moved = 32.0 * static_cast<double>(t.sectors[kind]);
-      std::snprintf(buf, sizeof buf, "  %-14s %10s  %11.2f  %15s  %11s  %9.0f%%\n", kind_name(kind), human(req).c_str(),
-                    static_cast<double>(t.sectors[kind]) / req, human(static_cast<double>(t.bytes_requested[kind])).c_str(),
-                    human(moved).c_str(), moved ? 100.0 * static_cast<double>(t.bytes_requested[kind]) / moved : 0.0);
+      std::snprintf(buf, sizeof buf, "  %-14s %10s  %11.2f  %9.2f  %15s  %11s\n", kind_name(kind), human(req).c_str(),
+                    static_cast<double>(t.sectors[kind]) / req, static_cast<double>(t.ideal_sectors[kind]) / req,
+                    human(static_cast<double>(t.bytes_requested[kind])).c_str(), human(moved).c_str());
       o << buf;
     }
     bool shared_header = false;
@@ -623,7 +656,7 @@ std::string profile_report(const char* gpu) {
       const ProfileLine& l = *lines[i];
       const double req = static_cast<double>(l.requests);
       if (static_cast<int>(l.kind) <= kGlobalAtomic) {
-        const double ideal = std::ceil(static_cast<double>(l.bytes_requested) / 32.0);
+        const double ideal = static_cast<double>(l.ideal_sectors);
         std::snprintf(buf, sizeof buf, "    %s:%u  %s: %.2f sectors/request, %s sectors where %s would do\n",
                       short_file(l.file).c_str(), l.line, kind_name(static_cast<int>(l.kind)),
                       static_cast<double>(l.sectors) / req, human(static_cast<double>(l.sectors)).c_str(),

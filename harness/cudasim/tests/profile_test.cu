@@ -185,8 +185,10 @@ TEST_F(Profile, NaiveMatmulReadsOneSectorPerLaneCoalescedReadsFour) {
     EXPECT_EQ(wl.requests, requests);
     EXPECT_EQ(wl.sectors, requests * 32) << "w read down a column: 32 lanes, 32 sectors k*4 = 256 bytes apart";
     EXPECT_EQ(wl.bytes_requested, requests * 32 * 4);
+    EXPECT_EQ(wl.ideal_sectors, requests * 4) << "the 128 distinct bytes would fit in 4 sectors";
     const auto xl = line(p, kLineNaiveX, K::GlobalLoad);
     EXPECT_EQ(xl.sectors, requests) << "x: the 32 lanes of a warp read the same float (one sector)";
+    EXPECT_EQ(xl.ideal_sectors, requests) << "a broadcast needs one sector";
   }
   {
     const auto& p = kernel(all, "matmul_coalesced");

@@ -76,6 +76,7 @@ struct ProfileLine {
   uint64_t lane_accesses = 0;     // the threads' accesses within them
   uint64_t bytes_requested = 0;   // sum of the threads' access sizes
   uint64_t sectors = 0;           // global: distinct 32-byte sectors per request, summed
+  uint64_t ideal_sectors = 0;     // global: the fewest sectors that hold the distinct bytes asked for
   uint64_t wavefronts = 0;        // shared: wavefronts (bank-conflict-free: ideal_wavefronts)
   uint64_t ideal_wavefronts = 0;  // shared: one per request (per phase of wide accesses)
 };
@@ -86,8 +87,8 @@ struct KernelProfile {
   double flops = 0;    // declared with profile_flops(); 0 when not
   std::vector<ProfileLine> lines;
   struct Totals {  // per AccessKind
-    uint64_t requests[6] = {}, lane_accesses[6] = {}, bytes_requested[6] = {}, sectors[6] = {}, wavefronts[6] = {},
-             ideal_wavefronts[6] = {};
+    uint64_t requests[6] = {}, lane_accesses[6] = {}, bytes_requested[6] = {}, sectors[6] = {}, ideal_sectors[6] = {},
+             wavefronts[6] = {}, ideal_wavefronts[6] = {};
   };
   Totals totals() const;
   uint64_t global_bytes_moved() const;  // 32 bytes per sector, loads, stores and atomics
