@@ -872,6 +872,20 @@ void spin_yield_at(const char* why, const void* pc) {
   tl_lane = &w.lanes[me];
 }
 
+void profile_yield() {
+  check::RuntimeCode runtime;
+  Lane* l = tl_lane;
+  if (!l || !tl_worker) return;
+  Worker& w = *tl_worker;
+  const unsigned me = l->linear;
+  queue_back(w, me);
+  unsigned next;
+  if (!next_ready(w, next) || next == me) return;
+  tl_lane = &w.lanes[next];
+  jump(w, w.fibers[next], &w.fibers[me]);
+  tl_lane = &w.lanes[me];
+}
+
 void note_atomic(const void* p) {
   Lane* l = tl_lane;
   Worker* w = tl_worker;

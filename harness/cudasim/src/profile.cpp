@@ -112,11 +112,34 @@ struct ThreadProfile {
   std::vector<WideGroup> wide;
   std::vector<int32_t> free_wide;
   std::vector<uint16_t> hint = std::vector<uint16_t>(kMaxThreadsPerBlock);  // per lane: its last site
+  std::vector<uint16_t> since_yield = std::vector<uint16_t>(kMaxThreadsPerBlock);
   unsigned nwarps = 0;
 };
 thread_local ThreadProfile* tl_profile = nullptr;
+constexpr uint16_t kYieldEvery = 16;  // accesses a lane makes before the others get a turn
 
 bool is_global(Kind k) { return k <= kGlobalAtomic; }
+
+// A set of at most 160 values, for counting distinct sectors and words without sorting: open
+// addressing in 256 slots.
+class SmallSet {
+ public:
+  SmallSet() { std::memset(used_, 0, sizeof used_); }
+  bool insert(uintptr_t v) {  // true when v is new
+    unsigned h = static_cast<unsigned>((v * 0x9e3779b97f4a7c15ull) >> 56);
+    while (used_[h]) {
+      if (slot_[h] == v) return false;
+      h = (h + 1) & 255;
+    }
+    used_[h] = 1;
+    slot_[h] = v;
+    return true;
+  }
+
+ private:
+  uintptr_t slot_[256];
+  uint8_t used_[256];
+};
 
 // The fewest sectors that could carry what the lanes asked for: their distinct bytes, packed.
 uint64_t ideal_sectors(const Lanes& g) {
@@ -135,15 +158,10 @@ uint64_t ideal_sectors(const Lanes& g) {
     }
     for (uint64_t b : bits) distinct += static_cast<uint64_t>(__builtin_popcountll(b));
   } else {  // lanes far apart: distinct (address, size) pairs, overlaps aside
-    std::pair<uintptr_t, uint8_t> a[32];
-    unsigned n = 0;
+    SmallSet seen;
     for (uint32_t m = g.lanes; m; m &= m - 1) {
       const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
-      a[n++] = {g.addr[l], g.size[l]};
-    }
-    std::sort(a, a + n);
-    for (unsigned i = 0; i < n; ++i) {
-      if (i == 0 || a[i] != a[i - 1]) distinct += a[i].second;
+      if (seen.insert(g.addr[l] * 32 + g.size[l])) distinct += g.size[l];
     }
   }
   return (distinct + 31) / 32;
@@ -174,14 +192,14 @@ void count_group(Site& s, const Lanes& g) {
       for (uint64_t b : bits) st.transactions += static_cast<uint64_t>(__builtin_popcountll(b));
       return;
     }
-    uintptr_t sectors[96];
+    SmallSet seen;
     unsigned n = 0;
     for (uint32_t m = g.lanes; m; m &= m - 1) {
       const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
-      for (uintptr_t sec = g.addr[l] >> 5; sec <= (g.addr[l] + g.size[l] - 1) >> 5 && n < 96; ++sec) sectors[n++] = sec;
+      for (uintptr_t sec = g.addr[l] >> 5; sec <= (g.addr[l] + g.size[l] - 1) >> 5 && n < 160; ++sec, ++n) {
+        st.transactions += seen.insert(sec);
+      }
     }
-    std::sort(sectors, sectors + n);
-    st.transactions += static_cast<uint64_t>(std::unique(sectors, sectors + n) - sectors);
     return;
   }
   // Shared memory: lanes are served in phases of 128 bytes' worth of lanes, in lane order.
@@ -219,17 +237,14 @@ void count_group(Site& s, const Lanes& g) {
   for (unsigned first = 0; first < 32; first += per_phase) {
     const uint32_t in_phase = g.lanes & (per_phase >= 32 ? ~0u : ((1u << per_phase) - 1u) << first);
     if (!in_phase) continue;
-    uintptr_t words[160];
-    unsigned n = 0;
+    SmallSet seen;
+    unsigned n = 0, per_bank[32] = {}, busiest = 0;
     for (uint32_t m = in_phase; m; m &= m - 1) {
       const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
-      for (uintptr_t w = g.addr[l] >> 2; w <= (g.addr[l] + g.size[l] - 1) >> 2 && n < 160; ++w) words[n++] = w;
+      for (uintptr_t w = g.addr[l] >> 2; w <= (g.addr[l] + g.size[l] - 1) >> 2 && n < 160; ++w, ++n) {
+        if (seen.insert(w)) busiest = std::max(busiest, ++per_bank[w & 31]);
+      }
     }
-    std::sort(words, words + n);
-    n = static_cast<unsigned>(std::unique(words, words + n) - words);
-    unsigned per_bank[32] = {};
-    unsigned busiest = 0;
-    for (unsigned i = 0; i < n; ++i) busiest = std::max(busiest, ++per_bank[words[i] & 31]);
     st.transactions += busiest;
     ++st.ideal;
   }
@@ -331,6 +346,7 @@ void block_begin(unsigned nthreads) {
     t.warps[w].sites.clear();
   }
   std::fill(t.hint.begin(), t.hint.begin() + nthreads, uint16_t{0});
+  std::fill(t.since_yield.begin(), t.since_yield.begin() + nthreads, uint16_t{0});
 }
 
 void barrier_released() {
@@ -434,6 +450,12 @@ void access(Kind kind, unsigned lane, uintptr_t a, size_t size, const void* pc) 
       s.head = 0;
     }
   }
+  // A lane that runs far ahead of its warp (a long loop without barriers) would leave one open
+  // instruction per iteration; letting the others catch up keeps the open ones few and in cache.
+  if (++t.since_yield[lane] == kYieldEvery) {
+    t.since_yield[lane] = 0;
+    profile_yield();
+  }
 }
 
 // ---- the results and the report ---------------------------------------------------------------------
@@ -445,11 +467,11 @@ namespace {
 //   a100:    A100 SXM4 80 GB: 2.039 TB/s HBM2e, 19.5 TFLOP/s FP32 (NVIDIA A100 Tensor Core GPU datasheet)
 //   rtx4090: GeForce RTX 4090: 1008 GB/s GDDR6X, 82.6 TFLOP/s FP32 (NVIDIA Ada Lovelace architecture whitepaper)
 //   t4:      Tesla T4: 320 GB/s GDDR6, 8.1 TFLOP/s FP32 (NVIDIA T4 datasheet)
-struct GpuPeaks {
+struct GpuTable {
   const char* name;
   double bytes_per_s, flops_per_s;
 };
-constexpr GpuPeaks kGpus[] = {
+constexpr GpuTable kGpus[] = {
     {"h100", 3.35e12, 67e12}, {"a100", 2.039e12, 19.5e12}, {"rtx4090", 1.008e12, 82.6e12}, {"t4", 320e9, 8.1e12}};
 
 const char* kind_name(int k) {
@@ -560,7 +582,6 @@ void add_flops(double flops) {
 
 namespace cudasim {
 
-using detail::profile::kGpus;
 
 std::vector<KernelProfile> profile_results() {
   std::lock_guard lk(detail::profile::g_mutex);
@@ -574,6 +595,12 @@ void profile_reset() {
 }
 
 void profile_flops(double flops) { detail::profile::add_flops(flops); }
+
+std::vector<GpuPeaks> profile_gpus() {
+  std::vector<GpuPeaks> out;
+  for (const auto& g : detail::profile::kGpus) out.push_back({g.name, g.bytes_per_s, g.flops_per_s});
+  return out;
+}
 
 KernelProfile::Totals KernelProfile::totals() const {
   Totals t;
@@ -598,14 +625,14 @@ uint64_t KernelProfile::global_bytes_moved() const {
 
 std::string profile_report(const char* gpu) {
   using namespace detail::profile;
-  std::vector<const GpuPeaks*> gpus;
-  for (const GpuPeaks& g : kGpus) {
+  std::vector<const GpuTable*> gpus;
+  for (const GpuTable& g : kGpus) {
     if (!gpu || !*gpu || std::strcmp(gpu, g.name) == 0) gpus.push_back(&g);
   }
   std::ostringstream o;
   if (gpus.empty()) {
     o << "cudasim profile: unknown GPU '" << gpu << "' (CUDASIM_GPU / --gpu): expected h100, a100, rtx4090 or t4\n";
-    for (const GpuPeaks& g : kGpus) gpus.push_back(&g);
+    for (const GpuTable& g : kGpus) gpus.push_back(&g);
   }
   const std::vector<KernelProfile> kernels = profile_results();
   char buf[256];
@@ -672,7 +699,7 @@ std::string profile_report(const char* gpu) {
     // The roofline, per launch.
     const double launches = static_cast<double>(std::max<uint64_t>(k.launches, 1));
     o << "  predicted roofline position per launch (a prediction from counts, not a measurement):\n";
-    for (const GpuPeaks* g : gpus) {
+    for (const GpuTable* g : gpus) {
       const double t_mem = bytes / launches / g->bytes_per_s;
       if (k.flops > 0) {
         const double t_fp = k.flops / launches / g->flops_per_s, ai = bytes ? k.flops / bytes : 0;

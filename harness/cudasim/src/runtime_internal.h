@@ -68,6 +68,10 @@ void install_crash_handlers();
 /// Gives the calling OS thread an alternate signal stack, so that a stack overflow can be reported.
 void ensure_signal_stack();
 
+/// Counting mode: lets the other runnable threads of the block go first (no livelock accounting:
+/// the thread is not waiting for anything), so that the lanes of a warp stay close together.
+void profile_yield();
+
 /// spin_yield() for code whose caller's address (`pc`, for the livelock diagnostic) is known.
 void spin_yield_at(const char* why, const void* pc);
 

@@ -103,6 +103,13 @@ void profile_reset();
 /// Adds `flops` floating-point operations to the last launched kernel (the instrumentation sees
 /// memory accesses only): what makes the arithmetic intensity and the roofline position.
 void profile_flops(double flops);
+/// A GPU of the roofline prediction: peak DRAM bandwidth and FP32 (CUDA-core) throughput.
+struct GpuPeaks {
+  std::string name;  // h100, a100, rtx4090, t4
+  double bytes_per_s = 0, flops_per_s = 0;
+};
+/// The GPUs the report predicts for (figures and their sources in profile.cpp).
+std::vector<GpuPeaks> profile_gpus();
 /// The report printed at exit: per kernel the counts, the three worst lines and a predicted
 /// roofline position for `gpu` (h100, a100, rtx4090, t4; null or "": all of them).
 std::string profile_report(const char* gpu = nullptr);
