@@ -32,6 +32,10 @@
 // a bench tool that knows the operation) declares them with cudasim::profile_flops() after a
 // launch, and the report leaves them out otherwise.
 //
+// Counting mode also lets the other threads of a block take a turn every 16 accesses of a thread
+// (a yield, as in a spin-wait), so that a thread looping far ahead of its warp does not leave
+// thousands of instructions open; a correct kernel's results do not depend on that order.
+//
 // A block runs on one OS thread, so the warps' open instructions live in a thread_local table;
 // per-site totals are added to the launch's under a mutex when the block ends.
 #include "profile.h"

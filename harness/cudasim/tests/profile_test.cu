@@ -108,6 +108,19 @@ __global__ void gemv_rows(const float* w, const float* x, float* y, int n, int k
   if (lane == 0) y[row] = acc;
 }
 
+// Every thread adds 1 to one of 4 counters: one atomic request per warp, its 32 lanes' updates
+// landing in 4 ints of one sector.
+__global__ void count_mod4(int* counters) { atomicAdd(&counters[threadIdx.x % 4], 1); }
+
+// 8-byte shared-memory reads: a warp reads 32 consecutive float2 (256 bytes), served a half warp
+// at a time (128 bytes each): 2 wavefronts, no conflict.
+__global__ void read_float2(const float2* in, float2* out) {
+  __shared__ float2 buf[64];
+  buf[threadIdx.x] = in[threadIdx.x];
+  __syncthreads();
+  out[threadIdx.x] = buf[threadIdx.x];
+}
+
 // ---- helpers -----------------------------------------------------------------------------------
 
 class Profile : public ::testing::Test {
@@ -318,4 +331,42 @@ TEST_F(Profile, GemvIsPredictedMemoryBoundOnEveryGpu) {
   cudaFree(w);
   cudaFree(x);
   cudaFree(y);
+}
+
+// ---- atomics and wide accesses -----------------------------------------------------------------
+
+TEST_F(Profile, AtomicsAreOneRequestPerWarp) {
+  int* counters = nullptr;
+  CHECK(cudaMalloc(&counters, 4 * sizeof(int)));
+  CHECK(cudaMemset(counters, 0, 4 * sizeof(int)));
+  count_mod4<<<2, 128>>>(counters);
+  CHECK(cudaDeviceSynchronize());
+  const auto all = cudasim::profile_results();
+  const auto t = kernel(all, "count_mod4").totals();
+  const int a = static_cast<int>(K::GlobalAtomic);
+  EXPECT_EQ(t.requests[a], 2u * 4) << "2 blocks of 4 warps";
+  EXPECT_EQ(t.lane_accesses[a], 2u * 128);
+  EXPECT_EQ(t.sectors[a], 2u * 4) << "4 ints in one sector per request";
+  int h[4];
+  CHECK(cudaMemcpy(h, counters, sizeof h, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(h[0] + h[1] + h[2] + h[3], 256);
+  cudaFree(counters);
+}
+
+TEST_F(Profile, EightByteSharedReadsTakeTwoWavefronts) {
+  float2 *in = nullptr, *out = nullptr;
+  CHECK(cudaMalloc(&in, 64 * sizeof(float2)));
+  CHECK(cudaMalloc(&out, 64 * sizeof(float2)));
+  CHECK(cudaMemset(in, 0, 64 * sizeof(float2)));
+  read_float2<<<1, 64>>>(in, out);
+  CHECK(cudaDeviceSynchronize());
+  const auto all = cudasim::profile_results();
+  const auto t = kernel(all, "read_float2").totals();
+  const int ld = static_cast<int>(K::SharedLoad);
+  EXPECT_EQ(t.requests[ld], 2u);
+  EXPECT_EQ(t.bytes_requested[ld], 64u * 8) << "one 8-byte access per thread (not split by the compiler)";
+  EXPECT_EQ(t.wavefronts[ld], 4u) << "two half-warp phases per request";
+  EXPECT_EQ(t.ideal_wavefronts[ld], 4u) << "consecutive float2: no conflicts";
+  cudaFree(in);
+  cudaFree(out);
 }
