@@ -99,7 +99,7 @@ struct Site {
   Kind kind;
   uint32_t count[32];         // per lane: its occurrences of this site in the barrier interval
   uint32_t base = 0;          // occurrence number of open[head]
-  std::vector<int32_t> open;  // groups by occurrence (-1: already counted)
+  std::vector<Group> open;    // groups by occurrence, from `head` on (lanes 0: already counted)
   size_t head = 0;
   Stats stats;
 };
@@ -111,8 +111,6 @@ struct Warp {
 
 struct ThreadProfile {
   std::vector<Warp> warps;
-  std::vector<Group> pool;
-  std::vector<int32_t> free_groups;
   std::vector<WideGroup> wide;
   std::vector<int32_t> free_wide;
   std::vector<uint16_t> hint = std::vector<uint16_t>(kMaxThreadsPerBlock);  // per lane: its last site
@@ -255,9 +253,8 @@ void count_group(Site& s, const Lanes& g) {
 }
 
 void release_group(ThreadProfile& t, Site& s, size_t index) {
-  const int32_t gi = s.open[index];
-  if (gi < 0) return;
-  const Group& g = t.pool[static_cast<size_t>(gi)];
+  Group& g = s.open[index];
+  if (!g.lanes) return;
   Lanes l;
   l.lanes = g.lanes;
   if (g.wide >= 0) {
@@ -276,8 +273,7 @@ void release_group(ThreadProfile& t, Site& s, size_t index) {
     }
   }
   count_group(s, l);
-  t.free_groups.push_back(gi);
-  s.open[index] = -1;
+  g.lanes = 0;
 }
 
 // Counts every open instruction of every warp (a barrier or the block's end: nothing can join them).
@@ -398,22 +394,13 @@ void access(Kind kind, unsigned lane, uintptr_t a, size_t size, const void* pc) 
   Site& s = sites[si];
   const size_t index = s.head + (s.count[bit]++ - s.base);
   if (index == s.open.size()) {
-    int32_t gi;
-    if (!t.free_groups.empty()) {
-      gi = t.free_groups.back();
-      t.free_groups.pop_back();
-    } else {
-      gi = static_cast<int32_t>(t.pool.size());
-      t.pool.emplace_back();
-    }
-    Group& g = t.pool[static_cast<size_t>(gi)];
+    Group& g = s.open.emplace_back();
     g.lanes = 0;
     g.hi = static_cast<uint32_t>(a >> 32);
     g.size = static_cast<uint8_t>(std::min<size_t>(size, 255));
     g.wide = -1;
-    s.open.push_back(gi);
   }
-  Group& g = t.pool[static_cast<size_t>(s.open[index])];
+  Group& g = s.open[index];
   const auto sz = static_cast<uint8_t>(std::min<size_t>(size, 255));
   if (__builtin_expect(g.wide < 0 && (g.hi == static_cast<uint32_t>(a >> 32) && g.size == sz), 1)) {
     g.lo[bit] = static_cast<uint32_t>(a);
@@ -442,7 +429,7 @@ void access(Kind kind, unsigned lane, uintptr_t a, size_t size, const void* pc) 
   g.lanes |= 1u << bit;
   if (g.lanes == warp.full) {
     release_group(t, s, index);
-    while (s.head < s.open.size() && s.open[s.head] < 0) {
+    while (s.head < s.open.size() && !s.open[s.head].lanes) {
       ++s.head;
       ++s.base;
     }
