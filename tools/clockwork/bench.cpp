@@ -156,6 +156,7 @@ class RunContext final : public Context {
 
   void add(Row row) override {
     counted_.push_back(backend_.counted_line(row));
+    counted_bytes_.push_back(backend_.counted_bytes());
     rows_.push_back(std::move(row));
   }
   void note(const std::string& text) override { notes_.push_back(text); }
@@ -176,6 +177,7 @@ class RunContext final : public Context {
   const std::vector<std::string>& notes() const { return notes_; }
   const std::vector<LeaderboardEntry>& entries() const { return entries_; }
   const std::vector<std::string>& counted() const { return counted_; }
+  const std::vector<double>& counted_bytes() const { return counted_bytes_; }
 
  private:
   Options options_;
@@ -184,6 +186,7 @@ class RunContext final : public Context {
   std::vector<std::string> notes_;
   std::vector<LeaderboardEntry> entries_;
   std::vector<std::string> counted_;  // per row: its counting-mode line (clockwork-profile)
+  std::vector<double> counted_bytes_;  // per row: bytes moved per launch, counted
 };
 
 // ---- derived figures ---------------------------------------------------------------------------
@@ -839,11 +842,30 @@ int cmd_bench(const std::vector<std::string>& argv) {
   }
   if (plot_file) {
     std::vector<PlotPoint> points;
-    for (size_t i = 0; i < ctx.rows().size(); ++i) {
-      points.push_back({&ctx.rows()[i], figures[i].gbps, figures[i].tflops});
+    PlotDevice device{info.name, info.simulation, info.bandwidth_gbps.value,
+                      info.fp32_tflops.value, info.bf16_tflops.value};
+    std::string gpu;
+    double gpu_bw = 0, gpu_flops = 0;
+    std::vector<Row> predicted;  // --profile: each row at its counted bytes and predicted time
+    if (backend->counted_gpu(gpu, gpu_bw, gpu_flops)) {
+      device = PlotDevice{"prediction for " + gpu + " from counts on the CPU backend", false, gpu_bw / 1e9,
+                          gpu_flops / 1e12, 0, true};
+      predicted = ctx.rows();
+      for (size_t i = 0; i < predicted.size(); ++i) {
+        Row& r = predicted[i];
+        r.bytes = ctx.counted_bytes()[i];
+        const double t = std::max(r.bytes / gpu_bw, r.flops / gpu_flops);
+        r.time.median_ms = t * 1e3;
+      }
+      for (const Row& r : predicted) {
+        const double t = r.time.median_ms / 1e3;
+        points.push_back({&r, t > 0 ? r.bytes / t / 1e9 : 0, t > 0 ? r.flops / t / 1e12 : 0});
+      }
+    } else {
+      for (size_t i = 0; i < ctx.rows().size(); ++i) {
+        points.push_back({&ctx.rows()[i], figures[i].gbps, figures[i].tflops});
+      }
     }
-    const PlotDevice device{info.name, info.simulation, info.bandwidth_gbps.value,
-                            info.fp32_tflops.value, info.bf16_tflops.value};
     write_plot(*plot_file, points, device);
     std::printf("%swrote %s\n", json_file ? "" : "\n", plot_file->string().c_str());
   }

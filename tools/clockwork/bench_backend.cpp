@@ -330,6 +330,14 @@ class SimBackend final : public Backend {
   }
 
   void set_gpu(const cudasim::GpuPeaks& g) { gpu_ = g; }
+
+  double counted_bytes() const override { return last_.launches > 0 ? last_.moved / last_.launches : 0; }
+  bool counted_gpu(std::string& name, double& bytes_per_s, double& flops_per_s) const override {
+    name = gpu_.name;
+    bytes_per_s = gpu_.bytes_per_s;
+    flops_per_s = gpu_.flops_per_s;
+    return true;
+  }
 #endif
 
  private:

@@ -54,6 +54,12 @@ class Backend {
   /// counts, and its line for `row`, from the launches of the last time(); empty otherwise.
   virtual std::string counted_header() const { return {}; }
   virtual std::string counted_line(const Row& /*row*/) { return {}; }
+  /// Counting mode: global bytes moved per launch in the last time() (0 otherwise), and the GPU
+  /// of the prediction (false when not counting).
+  virtual double counted_bytes() const { return 0; }
+  virtual bool counted_gpu(std::string& /*name*/, double& /*bytes_per_s*/, double& /*flops_per_s*/) const {
+    return false;
+  }
 };
 
 /// Whether this binary is clockwork-profile: the CPU backend with kernels built for counting.
