@@ -931,7 +931,9 @@ void profile_by_default() {
 
 unsigned requested_checks() {
   if (options().checks_given) return options().checks;
-  if (options().profile) return 0;  // counting alone: no checks unless CUDASIM_CHECK asks
+  // Counting: bounds only (cheap next to counting, and out-of-bounds accesses and reads of freed
+  // memory are still stopped); CUDASIM_CHECK asks for more or for none.
+  if (options().profile) return kCheckBounds;
   return program_is_instrumented() ? kCheckRace | kCheckBounds | kCheckInit : 0;
 }
 
