@@ -4,8 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -151,7 +154,11 @@ class RunContext final : public Context {
 
   Blas* blas() override { return backend_.blas(); }
 
-  void add(Row row) override { rows_.push_back(std::move(row)); }
+  void add(Row row) override {
+    counted_.push_back(backend_.counted_line(row));
+    counted_bytes_.push_back(backend_.counted_bytes());
+    rows_.push_back(std::move(row));
+  }
   void note(const std::string& text) override { notes_.push_back(text); }
   void leaderboard(const std::string& name, double value, Order order) override {
     std::string shown = name;
@@ -169,6 +176,8 @@ class RunContext final : public Context {
   const std::vector<Row>& rows() const { return rows_; }
   const std::vector<std::string>& notes() const { return notes_; }
   const std::vector<LeaderboardEntry>& entries() const { return entries_; }
+  const std::vector<std::string>& counted() const { return counted_; }
+  const std::vector<double>& counted_bytes() const { return counted_bytes_; }
 
  private:
   Options options_;
@@ -176,6 +185,8 @@ class RunContext final : public Context {
   std::vector<Row> rows_;
   std::vector<std::string> notes_;
   std::vector<LeaderboardEntry> entries_;
+  std::vector<std::string> counted_;  // per row: its counting-mode line (clockwork-profile)
+  std::vector<double> counted_bytes_;  // per row: bytes moved per launch, counted
 };
 
 // ---- derived figures ---------------------------------------------------------------------------
@@ -494,13 +505,19 @@ CommandSpec make_spec() {
           {"peak-gbps", "X", "use X GB/s as the DRAM bandwidth peak"},
           {"peak-tflops", "X", "use X TFLOP/s as the fp32 CUDA-core peak"},
           {"peak-tensor-tflops", "X", "use X TFLOP/s as the bf16 tensor-core peak"},
+          {"profile", "",
+           "CPU backend: also count each kernel's memory traffic as Nsight Compute would (sectors "
+           "per request, shared-memory wavefronts, bytes) and predict its roofline position; runs "
+           "clockwork-profile, with 1 repetition and no warm-up unless given"},
+          {"gpu", "NAME", "with --profile: the GPU of the prediction, h100 (default), a100, rtx4090 or t4"},
       },
       "",
       "examples:\n"
       "  clockwork bench --op matmul,rmsnorm\n"
       "  clockwork-cuda bench --op matmul --shape prefill,s=512 --json bench.json\n"
       "  clockwork-cuda bench --op matmul,rmsnorm,decode --model DIR --plot bench.svg\n"
-      "  clockwork bench --op matmul --shape s=4,d=128,h=2,h_k=1,d_ff=256,V=512 --repetitions 2"};
+      "  clockwork bench --op matmul --shape s=4,d=128,h=2,h_k=1,d_ff=256,V=512 --repetitions 2\n"
+      "  clockwork bench --profile --op matmul --gpu a100"};
   std::set<std::string> seen;
   for (const Option& o : spec.options) seen.insert(o.name);
   for (const Group& g : groups()) {
@@ -682,6 +699,32 @@ Timing summarize(std::vector<double> samples_ms) {
 
 }  // namespace bench
 
+namespace bench {
+namespace {
+// `clockwork bench --profile`: the same command in clockwork-profile, the CPU backend with the
+// kernels built for counting, next to this program.
+int run_counting_binary(const std::vector<std::string>& argv, const std::string& gpu) {
+  std::error_code ec;
+  const std::filesystem::path helper = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "clockwork-profile";
+  if (ec || !std::filesystem::exists(helper, ec)) {
+    throw std::runtime_error("clockwork-profile was not found next to this program; it is built when the compiler "
+                             "can build kernels for checking (CUDASIM_CAN_CHECK)");
+  }
+  std::vector<std::string> words{"clockwork-profile", "bench"};
+  words.insert(words.end(), argv.begin(), argv.end());
+  std::vector<char*> args;
+  for (std::string& w : words) args.push_back(w.data());
+  args.push_back(nullptr);
+  setenv("CUDASIM_PROFILE", "1", 1);
+  setenv("CUDASIM_GPU", gpu.c_str(), 1);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  execv(helper.c_str(), args.data());
+  throw std::runtime_error("cannot run " + helper.string() + ": " + std::strerror(errno));
+}
+}  // namespace
+}  // namespace bench
+
 int cmd_bench(const std::vector<std::string>& argv) {
   using namespace bench;
   {
@@ -700,6 +743,20 @@ int cmd_bench(const std::vector<std::string>& argv) {
     return 0;
   }
   const bool simulation = std::string(backend_name()) == "sim";
+  const bool profile = args.has("profile");
+  if (args.has("gpu") && !profile) throw UsageError("--gpu goes with --profile (the GPU of its prediction)");
+  if (profile) {
+    const std::string gpu = args.get("gpu").value_or("h100");
+    const std::vector<std::string> gpus = counting_gpus();
+    if (std::find(gpus.begin(), gpus.end(), gpu) == gpus.end()) {
+      throw UsageError("--gpu '" + gpu + "': expected h100, a100, rtx4090 or t4");
+    }
+    if (!simulation) {
+      throw UsageError("--profile counts memory traffic on the CPU backend: run `clockwork bench --profile` "
+                       "(no GPU needed), and Nsight Compute (tools/profile/ncu-kernel.sh) on the GPU");
+    }
+    if (!counting_build()) return run_counting_binary(argv, gpu);
+  }
   if (args.has("list")) {
     print_list(simulation);
     return 0;
@@ -711,9 +768,10 @@ int cmd_bench(const std::vector<std::string>& argv) {
   const std::vector<const Group*> chosen = select_groups(args.get("op"));
   options.shapes =
       args.has("shape") ? parse_shapes(*args.get("shape")) : default_shapes(simulation);
+  // Counting needs one launch per measurement: the counts do not vary between runs.
   options.repetitions =
-      static_cast<int>(args.get_int("repetitions", simulation ? 5 : 20, 1, 10000));
-  options.warmup = static_cast<int>(args.get_int("warmup", simulation ? 1 : 3, 0, 10000));
+      static_cast<int>(args.get_int("repetitions", profile ? 1 : simulation ? 5 : 20, 1, 10000));
+  options.warmup = static_cast<int>(args.get_int("warmup", profile ? 0 : simulation ? 1 : 3, 0, 10000));
   if (auto v = args.get("variant")) {
     for (const std::string& name : split(*v, ',')) {
       if (name.empty()) throw UsageError("--variant '" + *v + "' has an empty name");
@@ -767,6 +825,13 @@ int cmd_bench(const std::vector<std::string>& argv) {
   } else {
     print_table(ctx.rows(), figures, info);
   }
+  if (!ctx.rows().empty() && !backend->counted_header().empty()) {
+    std::printf("\ncounted on the CPU backend, per launch (global loads and stores: 32-byte sectors per request and "
+                "the ideal; shared memory: wavefronts per request, 1.00 = no bank conflicts; worst source lines: "
+                "build the kernel with cudasim-cc --profile, see handouts/profiling.md):\n");
+    std::printf("%s", backend->counted_header().c_str());
+    for (const std::string& line : ctx.counted()) std::printf("%s", line.c_str());
+  }
   if (!ctx.notes().empty()) {
     std::printf("\nnotes:\n");
     for (const std::string& n : ctx.notes()) std::printf("  %s\n", n.c_str());
@@ -777,11 +842,30 @@ int cmd_bench(const std::vector<std::string>& argv) {
   }
   if (plot_file) {
     std::vector<PlotPoint> points;
-    for (size_t i = 0; i < ctx.rows().size(); ++i) {
-      points.push_back({&ctx.rows()[i], figures[i].gbps, figures[i].tflops});
+    PlotDevice device{info.name, info.simulation, info.bandwidth_gbps.value,
+                      info.fp32_tflops.value, info.bf16_tflops.value};
+    std::string gpu;
+    double gpu_bw = 0, gpu_flops = 0;
+    std::vector<Row> predicted;  // --profile: each row at its counted bytes and predicted time
+    if (backend->counted_gpu(gpu, gpu_bw, gpu_flops)) {
+      device = PlotDevice{"prediction for " + gpu + " from counts on the CPU backend", false, gpu_bw / 1e9,
+                          gpu_flops / 1e12, 0, true};
+      predicted = ctx.rows();
+      for (size_t i = 0; i < predicted.size(); ++i) {
+        Row& r = predicted[i];
+        r.bytes = ctx.counted_bytes()[i];
+        const double t = std::max(r.bytes / gpu_bw, r.flops / gpu_flops);
+        r.time.median_ms = t * 1e3;
+      }
+      for (const Row& r : predicted) {
+        const double t = r.time.median_ms / 1e3;
+        points.push_back({&r, t > 0 ? r.bytes / t / 1e9 : 0, t > 0 ? r.flops / t / 1e12 : 0});
+      }
+    } else {
+      for (size_t i = 0; i < ctx.rows().size(); ++i) {
+        points.push_back({&ctx.rows()[i], figures[i].gbps, figures[i].tflops});
+      }
     }
-    const PlotDevice device{info.name, info.simulation, info.bandwidth_gbps.value,
-                            info.fp32_tflops.value, info.bf16_tflops.value};
     write_plot(*plot_file, points, device);
     std::printf("%swrote %s\n", json_file ? "" : "\n", plot_file->string().c_str());
   }

@@ -9,12 +9,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "harness/check/cuda_check.h"
 #include "tools/clockwork/commands.h"
+#ifdef CLOCKWORK_CLI_PROFILE
+#include "cudasim/cudasim.h"
+#endif
 
 #ifdef CLOCKWORK_CLI_CUDA
 #include <cublas_v2.h>
@@ -209,6 +213,41 @@ class GpuBackend final : public Backend {
 
 // ---- CPU backend -------------------------------------------------------------------------------
 
+#ifdef CLOCKWORK_CLI_PROFILE
+// Counting mode: the kernels are built for checking, CUDASIM_PROFILE is set by the launcher, and
+// each measurement's counts are summed over its kernels and divided by its launches.
+struct Counted {
+  double launches = 0;
+  cudasim::KernelProfile::Totals totals;
+  double moved = 0;
+};
+
+Counted snapshot(int launches) {
+  Counted c;
+  c.launches = launches;
+  for (const cudasim::KernelProfile& k : cudasim::profile_results()) {
+    const auto t = k.totals();
+    for (int i = 0; i < 6; ++i) {
+      c.totals.requests[i] += t.requests[i];
+      c.totals.sectors[i] += t.sectors[i];
+      c.totals.ideal_sectors[i] += t.ideal_sectors[i];
+      c.totals.wavefronts[i] += t.wavefronts[i];
+      c.totals.ideal_wavefronts[i] += t.ideal_wavefronts[i];
+    }
+    c.moved += static_cast<double>(k.global_bytes_moved());
+  }
+  cudasim::profile_reset();
+  return c;
+}
+
+std::string ratio(double a, double b) {
+  char buf[32];
+  if (b <= 0) return "-";
+  std::snprintf(buf, sizeof buf, "%.2f", a / b);
+  return buf;
+}
+#endif
+
 class SimBackend final : public Backend {
  public:
   explicit SimBackend(const PeakOverrides& overrides) {
@@ -229,6 +268,9 @@ class SimBackend final : public Backend {
 
   Timing time(const std::function<void()>& launch, bool /*flush_l2*/, int warmup,
               int repetitions) override {
+#ifdef CLOCKWORK_CLI_PROFILE
+    cudasim::profile_reset();
+#endif
     for (int i = 0; i < warmup; ++i) launch();
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaGetLastError());
@@ -242,13 +284,68 @@ class SimBackend final : public Backend {
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     CUDA_CHECK(cudaGetLastError());
+#ifdef CLOCKWORK_CLI_PROFILE
+    last_ = snapshot(warmup + repetitions);
+#endif
     return summarize(std::move(samples));
   }
 
   Blas* blas() override { return nullptr; }
 
+#ifdef CLOCKWORK_CLI_PROFILE
+  std::string counted_header() const override {
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "%-10s %-8s %-16s %-12s %9s %9s %9s %10s %12s %10s  %s\n", "op", "variant", "case", "shape",
+                  "ld sec/rq", "ideal", "st sec/rq", "smem wf/rq", "MB/launch", "FLOP/B",
+                  ("predicted on " + gpu_.name + " (a prediction from counts, not a measurement)").c_str());
+    return buf;
+  }
+
+  std::string counted_line(const Row& row) override {
+    const Counted& c = last_;
+    const auto& t = c.totals;
+    const int ld = static_cast<int>(cudasim::AccessKind::GlobalLoad), st = static_cast<int>(cudasim::AccessKind::GlobalStore);
+    const int sld = static_cast<int>(cudasim::AccessKind::SharedLoad), sst = static_cast<int>(cudasim::AccessKind::SharedStore);
+    const double bytes = c.launches > 0 ? c.moved / c.launches : 0;
+    const double wf = static_cast<double>(t.wavefronts[sld] + t.wavefronts[sst]);
+    const double rq = static_cast<double>(t.requests[sld] + t.requests[sst]);
+    std::string predicted = "-";
+    if (bytes > 0) {
+      const double t_mem = bytes / gpu_.bytes_per_s, t_fp = row.flops / gpu_.flops_per_s;
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%s-bound, >= %.2f us", t_mem >= t_fp ? "memory" : "compute",
+                    std::max(t_mem, t_fp) * 1e6);
+      predicted = buf;
+    }
+    char buf[400];
+    std::snprintf(buf, sizeof buf, "%-10s %-8s %-16s %-12s %9s %9s %9s %10s %12.3f %10s  %s\n", row.op.c_str(),
+                  row.variant.c_str(), row.case_name.c_str(), row.shape.c_str(),
+                  ratio(static_cast<double>(t.sectors[ld]), static_cast<double>(t.requests[ld])).c_str(),
+                  ratio(static_cast<double>(t.ideal_sectors[ld]), static_cast<double>(t.requests[ld])).c_str(),
+                  ratio(static_cast<double>(t.sectors[st]), static_cast<double>(t.requests[st])).c_str(),
+                  ratio(wf, rq).c_str(), bytes / 1e6, row.flops > 0 && bytes > 0 ? ratio(row.flops, bytes).c_str() : "-",
+                  predicted.c_str());
+    return buf;
+  }
+
+  void set_gpu(const cudasim::GpuPeaks& g) { gpu_ = g; }
+
+  double counted_bytes() const override { return last_.launches > 0 ? last_.moved / last_.launches : 0; }
+  bool counted_gpu(std::string& name, double& bytes_per_s, double& flops_per_s) const override {
+    name = gpu_.name;
+    bytes_per_s = gpu_.bytes_per_s;
+    flops_per_s = gpu_.flops_per_s;
+    return true;
+  }
+#endif
+
  private:
   DeviceInfo info_;
+#ifdef CLOCKWORK_CLI_PROFILE
+  Counted last_;
+  cudasim::GpuPeaks gpu_;
+#endif
 };
 
 #endif
@@ -259,8 +356,37 @@ std::unique_ptr<Backend> make_backend(const PeakOverrides& overrides) {
   require_device();
 #ifdef CLOCKWORK_CLI_CUDA
   return std::make_unique<GpuBackend>(overrides);
+#elif defined(CLOCKWORK_CLI_PROFILE)
+  if (!cudasim::profiling()) {
+    throw std::runtime_error("clockwork-profile: counting mode is off (run it as `clockwork bench --profile`, or "
+                             "with CUDASIM_PROFILE=1)");
+  }
+  auto b = std::make_unique<SimBackend>(overrides);
+  const char* want = std::getenv("CUDASIM_GPU");
+  for (const cudasim::GpuPeaks& g : cudasim::profile_gpus()) {
+    if ((!want || !*want) ? g.name == "h100" : g.name == want) b->set_gpu(g);
+  }
+  return b;
 #else
   return std::make_unique<SimBackend>(overrides);
+#endif
+}
+
+bool counting_build() {
+#ifdef CLOCKWORK_CLI_PROFILE
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::vector<std::string> counting_gpus() {
+#ifdef CLOCKWORK_CLI_PROFILE
+  std::vector<std::string> names;
+  for (const cudasim::GpuPeaks& g : cudasim::profile_gpus()) names.push_back(g.name);
+  return names;
+#else
+  return {"h100", "a100", "rtx4090", "t4"};  // the table of cudasim's counting mode (profile.cpp)
 #endif
 }
 

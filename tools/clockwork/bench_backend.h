@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tools/clockwork/bench.h"
 
@@ -49,7 +50,22 @@ class Backend {
                       int repetitions) = 0;
   /// cuBLAS (created on first use), or nullptr on the CPU backend.
   virtual Blas* blas() = 0;
+  /// Counting mode (clockwork-profile, `clockwork bench --profile`): the header of the table of
+  /// counts, and its line for `row`, from the launches of the last time(); empty otherwise.
+  virtual std::string counted_header() const { return {}; }
+  virtual std::string counted_line(const Row& /*row*/) { return {}; }
+  /// Counting mode: global bytes moved per launch in the last time() (0 otherwise), and the GPU
+  /// of the prediction (false when not counting).
+  virtual double counted_bytes() const { return 0; }
+  virtual bool counted_gpu(std::string& /*name*/, double& /*bytes_per_s*/, double& /*flops_per_s*/) const {
+    return false;
+  }
 };
+
+/// Whether this binary is clockwork-profile: the CPU backend with kernels built for counting.
+bool counting_build();
+/// The GPUs `--gpu` may name for the counting mode's prediction.
+std::vector<std::string> counting_gpus();
 
 /// The backend this binary was built for. Throws when the GPU build finds no device.
 std::unique_ptr<Backend> make_backend(const PeakOverrides& overrides);

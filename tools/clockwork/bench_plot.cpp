@@ -112,7 +112,9 @@ std::string roofline_panel(const std::vector<PlotPoint>& points, const PlotDevic
   yhi *= 3;
 
   std::ostringstream s;
-  s << "set title " << gp_string(device.simulation
+  s << "set title " << gp_string(device.prediction
+                                  ? "Predicted roofline position from the CPU backend's counts (not a measurement)"
+                                  : device.simulation
                                   ? "Roofline view of the CPU simulation: simulated MFLOP/s "
                                     "against arithmetic intensity (no GPU peaks apply)"
                                   : "Roofline: achieved TFLOP/s against arithmetic intensity")
@@ -120,9 +122,15 @@ std::string roofline_panel(const std::vector<PlotPoint>& points, const PlotDevic
   s << "set logscale xy 10\n";
   s << "set xrange [" << num(lo) << ":" << num(hi) << "]\n";
   s << "set yrange [" << num(ylo) << ":" << num(yhi) << "]\n";
-  s << "set xlabel " << gp_string("arithmetic intensity (FLOP per byte of compulsory traffic)") << "\n";
+  s << "set xlabel "
+    << gp_string(device.prediction ? "arithmetic intensity (FLOP per counted byte moved)"
+                                   : "arithmetic intensity (FLOP per byte of compulsory traffic)")
+    << "\n";
   s << "set ylabel "
-    << gp_string(device.simulation ? "simulated MFLOP/s (CPU simulation)" : "achieved TFLOP/s") << "\n";
+    << gp_string(device.prediction   ? "predicted TFLOP/s (at best)"
+                 : device.simulation ? "simulated MFLOP/s (CPU simulation)"
+                                     : "achieved TFLOP/s")
+    << "\n";
   s << "set key inside top left Left reverse box opaque\n";  // above the roof: never a point
   s << "set grid xtics ytics mxtics mytics lc rgb '#dddddd'\n";
 
@@ -256,7 +264,8 @@ std::string plot_script(const std::vector<PlotPoint>& points, const PlotDevice& 
     << " dynamic noenhanced font 'DejaVu Sans,12' background rgb '#ffffff'\n";
   s << "set output " << gp_string(output.string()) << "\n";
   s << data;
-  std::string title = "clockwork bench on " + device.name;
+  std::string title = device.prediction ? "clockwork bench --profile: " + device.name
+                                          : "clockwork bench on " + device.name;
   if (device.simulation) {
     title += "\nCPU simulation: these are the CPU backend's times, not a GPU's";
   }

@@ -31,6 +31,9 @@ struct PlotDevice {
   double bandwidth_gbps = 0; ///< peaks (0: unknown, not drawn)
   double fp32_tflops = 0;
   double bf16_tflops = 0;
+  /// `bench --profile`: the points are predictions from the CPU backend's counts (bytes moved
+  /// as counted, time as the roofline's floor), drawn under the named GPU's roofs.
+  bool prediction = false;
 };
 
 /// The gnuplot program to run: $CLOCKWORK_GNUPLOT when set, else "gnuplot" on the PATH.

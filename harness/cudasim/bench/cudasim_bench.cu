@@ -1,8 +1,9 @@
 // cudasim-bench: what the CPU backend costs. Prints the time of one thread switch at a barrier,
 // the fixed cost of a launch, 16x16-tiled 256^3 and 512^3 matmuls and a 1024-thread block
-// reduction, on one OS thread (CUDASIM_THREADS=1) and on all of them, then the cost of checking:
-// the same 512^3 matmul in this program built for checking (cudasim-bench-check, next to this
-// one) with CUDASIM_CHECK=all. Figures are CPU times, not GPU estimates.
+// reduction, on one OS thread (CUDASIM_THREADS=1) and on all of them, then the cost of checking
+// and of counting mode: the same 512^3 matmul in this program built for checking
+// (cudasim-bench-check, next to this one) with CUDASIM_CHECK=all, then with CUDASIM_PROFILE=1.
+// Figures are CPU times, not GPU estimates.
 //
 //   cudasim-bench                 the table
 //   cudasim-bench --matmul-512    one line: the 512^3 matmul's median time in ms (what the table
@@ -117,15 +118,16 @@ double matmul_512_ms() {
   return c[0] == 0.5f * 0.25f * m && c[m * m - 1] == c[0] ? ms : -1.0;
 }
 
-// The checked build of this program, next to it: its 512^3 matmul time, or a negative number.
-double checked_matmul_512_ms() {
+// The checked build of this program, next to it, run with `env` (CUDASIM_CHECK=all: checking;
+// CUDASIM_PROFILE=1: counting mode): its 512^3 matmul time, or a negative number.
+double checked_matmul_512_ms(const std::string& env) {
   char self[4096];
   const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   if (len <= 0) return -1;
   self[len] = '\0';
   std::string dir = self;
   dir = dir.substr(0, dir.rfind('/') + 1);
-  const std::string cmd = "CUDASIM_CHECK=all CUDASIM_THREADS=1 '" + dir + "cudasim-bench-check' --matmul-512 2>/dev/null";
+  const std::string cmd = env + " CUDASIM_THREADS=1 '" + dir + "cudasim-bench-check' --matmul-512 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return -1;
   double ms = -1;
@@ -190,10 +192,16 @@ int main(int argc, char** argv) {
   std::printf("%-44s %9.2f %-2s\n", "16x16 tiled matmul 512^3", plain, "ms");
 #ifdef __CUDASIM__
   // The cost of checking: the same kernel in the build that checks every access.
-  const double checked = checked_matmul_512_ms();
+  const double checked = checked_matmul_512_ms("CUDASIM_CHECK=all");
   if (checked > 0) {
     std::printf("%-44s %9.2f %-2s %12s %10s\n", "  the same, checked (CUDASIM_CHECK=all)", checked, "ms", "", "");
     std::printf("%-44s %9.2f x  %12s %10s\n", "  cost of checking", checked / plain, "", "<= 3 x");
+    // Counting mode (memory requests, sectors, bank conflicts) on the same build, without checks.
+    const double counted = checked_matmul_512_ms("CUDASIM_PROFILE=1");
+    if (counted > 0) {
+      std::printf("%-44s %9.2f %-2s %12s %10s\n", "  the same, counted (CUDASIM_PROFILE=1)", counted, "ms", "", "");
+      std::printf("%-44s %9.2f x  %12s %10s\n", "  cost of counting", counted / plain, "", "<= 5 x");
+    }
   } else {
     std::printf("  (no checked figures: cudasim-bench-check is not built next to this program)\n");
   }

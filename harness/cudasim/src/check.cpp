@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "check.h"
+#include "profile.h"
 #include "memory.h"
 #include "runtime_internal.h"
 #include "symbolize.h"
@@ -240,6 +241,7 @@ constexpr size_t kPageBytes = 4096;
 
 struct ThreadState {
   bool active = false;
+  bool profile = false;  // counting mode: accesses go to profile.cpp too
   unsigned checks = 0;
   const Lane* lanes = nullptr;
   unsigned nthreads = 0;
@@ -748,11 +750,31 @@ void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const vo
   return true;
 }
 
+// Counting mode: global and shared accesses go to the profiler; the rest is not memory traffic
+// (the thread's stack, the parameters, __constant__ and __device__ variables).
+[[gnu::noinline]] void profile_access(ThreadState& s, uintptr_t a, size_t size, bool write, bool atomic, const void* pc) {
+  const Lane* l = tl_lane;
+  if (!l) return;
+  profile::Kind kind;
+  if (a - s.arena < s.window_end - s.arena) {
+    kind = atomic ? profile::kSharedAtomic : write ? profile::kSharedStore : profile::kSharedLoad;
+  } else if (region_offset(a) != ~uintptr_t{0}) {
+    kind = atomic ? profile::kGlobalAtomic : write ? profile::kGlobalStore : profile::kGlobalLoad;
+  } else {
+    return;
+  }
+  profile::access(kind, l->linear, a, size, pc);
+}
+
 [[gnu::always_inline]] inline void access(const void* p, size_t size, bool write, bool atomic, bool aligned,
                                           const void* pc) {
   ThreadState* s = tl_checked;
   if (!s) return;
   const auto a = reinterpret_cast<uintptr_t>(p);
+  if (__builtin_expect(s->profile, 0)) {
+    profile_access(*s, a, size, write, atomic, pc);
+    if (!s->checks) return;
+  }
   if (size == 4 && !atomic && shared_fast(s, a, write, pc)) return;
   access_slow(s, a, size, write, atomic, aligned, pc);
 }
@@ -815,6 +837,8 @@ void launch_end() {
 void block_begin(const BlockInfo& b) {
   ThreadState& s = state();
   s.checks = g_launch.checks;
+  s.profile = profile::g_launch_profiled;
+  if (s.profile) profile::block_begin(b.nthreads);
   s.lanes = b.lanes;
   s.nthreads = b.nthreads;
   s.block_linear = b.linear_index;
@@ -851,10 +875,12 @@ void block_begin(const BlockInfo& b) {
 
 void block_end() {
   if (tl_state) tl_state->active = false;
+  if (tl_state && tl_state->profile) profile::block_end();
 }
 
 void barrier_released() {
   ThreadState& s = *tl_state;
+  if (s.profile) profile::barrier_released();
   next_shared_epoch(s);
   ++s.block_epoch;
 }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "check.h"
+#include "profile.h"
 #include "cudasim/cudasim.h"
 #include "runtime_internal.h"
 #include "symbolize.h"
@@ -50,7 +51,10 @@ struct Options {
   unsigned checks = 0;        // CheckKind mask asked for by CUDASIM_CHECK
   bool checks_given = false;  // CUDASIM_CHECK is set (a checked program checks everything otherwise)
   double spin_timeout_s = 20;  // a spin-wait without progress for this long is a livelock
+  bool profile = false;        // counting mode (CUDASIM_PROFILE)
 };
+
+bool g_profile_by_default = false;  // set before main by programs built with --profile
 
 unsigned long env_number(const char* name, unsigned long fallback, unsigned long lo, unsigned long hi) {
   const char* v = std::getenv(name);
@@ -116,6 +120,7 @@ Options read_options() {
     o.checks = parse_checks(v);
     o.checks_given = true;
   }
+  o.profile = env_number("CUDASIM_PROFILE", g_profile_by_default ? 1 : 0, 0, 1) != 0;
   return o;
 }
 
@@ -135,6 +140,17 @@ void explain_unchecked_build() {
                  "  Build it with checking: `cudasim-cc --check ...`, or in the CMake build run the "
                  "<test>_check binary (ctest's <test>.check entries; option CLOCKWORK_CUDASIM_CHECK=ON).\n",
                  check_names(requested_checks()).c_str());
+  });
+}
+
+// Says once per process why CUDASIM_PROFILE has no effect in a program built without checking.
+void explain_unprofiled_build() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::fprintf(stderr,
+                 "cudasim: CUDASIM_PROFILE=1 is set, but this program was built without instrumentation, so "
+                 "nothing is counted.\n  Build it with `cudasim-cc --profile ...` (or --check), or in the CMake "
+                 "build run the <test>_check binary.\n");
   });
 }
 
@@ -856,6 +872,20 @@ void spin_yield_at(const char* why, const void* pc) {
   tl_lane = &w.lanes[me];
 }
 
+void profile_yield() {
+  check::RuntimeCode runtime;
+  Lane* l = tl_lane;
+  if (!l || !tl_worker) return;
+  Worker& w = *tl_worker;
+  const unsigned me = l->linear;
+  queue_back(w, me);
+  unsigned next;
+  if (!next_ready(w, next) || next == me) return;
+  tl_lane = &w.lanes[next];
+  jump(w, w.fibers[next], &w.fibers[me]);
+  tl_lane = &w.lanes[me];
+}
+
 void note_atomic(const void* p) {
   Lane* l = tl_lane;
   Worker* w = tl_worker;
@@ -892,8 +922,18 @@ unsigned simulated_multiprocessors() { return options().threads; }
 
 bool poison_enabled() { return options().poison; }
 
+bool profiling_requested() { return options().profile; }
+
+void profile_by_default() {
+  g_profile_by_default = true;
+  reload_options();
+}
+
 unsigned requested_checks() {
   if (options().checks_given) return options().checks;
+  // Counting: bounds only (cheap next to counting, and out-of-bounds accesses and reads of freed
+  // memory are still stopped); CUDASIM_CHECK asks for more or for none.
+  if (options().profile) return kCheckBounds;
   return program_is_instrumented() ? kCheckRace | kCheckBounds | kCheckInit : 0;
 }
 
@@ -969,11 +1009,15 @@ void launch(const LaunchConfig& cfg, const char* kernel, const char* file, unsig
   job.launch_index = launches++;
   const unsigned checks = requested_checks();
   if (checks && !program_is_instrumented()) explain_unchecked_build();
-  const bool checked = checks && program_is_instrumented();
+  if (options().profile && !program_is_instrumented()) explain_unprofiled_build();
+  const bool profiled = options().profile && program_is_instrumented();
+  const bool checked = (checks && program_is_instrumented()) || profiled;
+  if (profiled) profile::launch_begin(kernel, cfg.grid, cfg.block);
   if (checked) check::launch_begin(cfg.grid, cfg.block, ranges, n_ranges);
   static Pool& pool = *new Pool;  // never destroyed: its threads wait on it until the process ends
   pool.run(job);
   if (checked) check::launch_end();
+  if (profiled) profile::launch_end();
 }
 
 }  // namespace cudasim::detail

@@ -37,6 +37,11 @@ enum CheckKind : unsigned { kCheckRace = 1, kCheckBounds = 2, kCheckInit = 4 };
 /// The checks CUDASIM_CHECK asks for (a CheckKind mask), whether or not the program can do them.
 unsigned requested_checks();
 
+/// Whether CUDASIM_PROFILE asks for counting mode (or the program was built with --profile).
+bool profiling_requested();
+/// Counting mode is the default (a program built with `cudasim-cc --profile`).
+void profile_by_default();
+
 /// Whether the program contains code compiled for checking (any translation unit built with
 /// -fsanitize=thread calls __tsan_init before main).
 bool program_is_instrumented();
@@ -62,6 +67,10 @@ std::string describe_worker_address(uintptr_t addr);
 void install_crash_handlers();
 /// Gives the calling OS thread an alternate signal stack, so that a stack overflow can be reported.
 void ensure_signal_stack();
+
+/// Counting mode: lets the other runnable threads of the block go first (no livelock accounting:
+/// the thread is not waiting for anything), so that the lanes of a warp stay close together.
+void profile_yield();
 
 /// spin_yield() for code whose caller's address (`pc`, for the livelock diagnostic) is known.
 void spin_yield_at(const char* why, const void* pc);

@@ -230,6 +230,17 @@ std::string describe_code_address(const void* pc, bool return_address) {
          " (no line information: compile with -g)";
 }
 
+SourceLine program_source_line(const void* pc) {
+  const std::vector<SourceLine> lines = symbolize(pc, true);
+  for (const SourceLine& s : lines) {
+    if (!is_runtime_file(s.file) && s.line) return s;
+  }
+  for (const SourceLine& s : lines) {
+    if (s.line) return s;
+  }
+  return {};
+}
+
 std::string describe_call_site(void* const* frames, int depth) {
   for (int i = 0; i < depth; ++i) {
     for (const SourceLine& s : symbolize(frames[i], true)) {

@@ -22,6 +22,10 @@ std::vector<SourceLine> symbolize(const void* pc, bool return_address);
 /// innermost source line that is not in cudasim's or CUDA's headers.
 std::string describe_code_address(const void* pc, bool return_address = true);
 
+/// The innermost source line of the return address `pc` that is the program's own code (not
+/// cudasim's or CUDA's headers); empty file when unknown.
+SourceLine program_source_line(const void* pc);
+
 /// "test.cu:12" for a call stack (return addresses, innermost first): the first frame that is the
 /// program's own code rather than the runtime, CUDA's headers or the C++ library.
 std::string describe_call_site(void* const* frames, int depth);

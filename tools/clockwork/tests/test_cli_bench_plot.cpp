@@ -143,5 +143,21 @@ TEST_F(CliBenchPlot, NothingToDrawIsAnError) {
   EXPECT_FALSE(fs::exists(dir() / "bench.svg"));
 }
 
+// `--profile --plot`: the rows at their counted bytes and predicted time, under the chosen GPU's
+// roof, labelled as a prediction.
+TEST_F(CliBenchPlot, ProfileDrawsThePredictedRooflineOfTheChosenGpu) {
+  const fs::path plot = dir() / "predicted.svg";
+  const RunResult r = run_cli({"bench", "--profile", "--gpu", "t4", "--op", "matmul", "--shape", kSmall,
+                               "--plot", plot.string()});
+  if (r.code != 0 && r.err.find("counts memory traffic on the CPU backend") != std::string::npos) return;  // GPU build
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  const std::string svg = read_text(plot);
+  EXPECT_NE(svg.find("Predicted roofline position"), std::string::npos);
+  EXPECT_NE(svg.find("prediction for t4"), std::string::npos);
+  EXPECT_NE(svg.find("8.1 TFLOP/s, 320 GB/s"), std::string::npos) << "the T4's roof";
+  EXPECT_NE(svg.find("matmul naive"), std::string::npos);
+  EXPECT_NE(svg.find("matmul tiled"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace clockwork::cli_test

@@ -27,9 +27,11 @@
 #include <cstdio>
 #include <cstring>
 #include <source_location>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "cudasim/state.h"
 
@@ -56,6 +58,68 @@ void reload_options();
 /// Whether kernels' memory accesses are being checked: the program was built for checking
 /// (`cudasim-cc --check`, the `_check` test binaries) and CUDASIM_CHECK asks for a check.
 bool checking();
+
+// ---- counting mode (CUDASIM_PROFILE=1, see handouts/profiling.md) ------------------------------
+// A program built for checking or profiling (`cudasim-cc --check` / `--profile`) counts its
+// kernels' global and shared memory requests per warp-level instruction, as Nsight Compute does,
+// when CUDASIM_PROFILE=1 (`--profile` builds count by default); the report goes to stderr at exit.
+
+/// Where an access went. Same order as the runtime's own list.
+enum class AccessKind { GlobalLoad, GlobalStore, GlobalAtomic, SharedLoad, SharedStore, SharedAtomic };
+
+/// The counts of one source line and kind of access, over every launch of one kernel.
+struct ProfileLine {
+  std::string file;
+  unsigned line = 0;
+  AccessKind kind = AccessKind::GlobalLoad;
+  uint64_t requests = 0;          // warp-level instructions
+  uint64_t lane_accesses = 0;     // the threads' accesses within them
+  uint64_t bytes_requested = 0;   // sum of the threads' access sizes
+  uint64_t sectors = 0;           // global: distinct 32-byte sectors per request, summed
+  uint64_t ideal_sectors = 0;     // global: the fewest sectors that hold the distinct bytes asked for
+  uint64_t wavefronts = 0;        // shared: wavefronts (bank-conflict-free: ideal_wavefronts)
+  uint64_t ideal_wavefronts = 0;  // shared: one per request (per phase of wide accesses)
+};
+
+struct KernelProfile {
+  std::string kernel;  // the name written at the launch
+  uint64_t launches = 0;
+  double flops = 0;    // declared with profile_flops(); 0 when not
+  std::vector<ProfileLine> lines;
+  struct Totals {  // per AccessKind
+    uint64_t requests[6] = {}, lane_accesses[6] = {}, bytes_requested[6] = {}, sectors[6] = {}, ideal_sectors[6] = {},
+             wavefronts[6] = {}, ideal_wavefronts[6] = {};
+  };
+  Totals totals() const;
+  uint64_t global_bytes_moved() const;  // 32 bytes per sector, loads, stores and atomics
+};
+
+/// Whether launches are being counted (an instrumented program and CUDASIM_PROFILE).
+bool profiling();
+/// What has been counted so far, per kernel in the order of their first launch.
+std::vector<KernelProfile> profile_results();
+/// Forgets the counts (the report at exit then covers what runs afterwards).
+void profile_reset();
+/// Adds `flops` floating-point operations to the last launched kernel (the instrumentation sees
+/// memory accesses only): what makes the arithmetic intensity and the roofline position.
+void profile_flops(double flops);
+/// A GPU of the roofline prediction: peak DRAM bandwidth and FP32 (CUDA-core) throughput.
+struct GpuPeaks {
+  std::string name;  // h100, a100, rtx4090, t4
+  double bytes_per_s = 0, flops_per_s = 0;
+};
+/// The GPUs the report predicts for (figures and their sources in profile.cpp).
+std::vector<GpuPeaks> profile_gpus();
+/// The report printed at exit: per kernel the counts, the three worst lines and a predicted
+/// roofline position for `gpu` (h100, a100, rtx4090, t4; null or "": all of them).
+std::string profile_report(const char* gpu = nullptr);
+
+#if defined(CUDASIM_PROFILE_BUILD)  // `cudasim-cc --profile`: counting mode unless CUDASIM_PROFILE=0
+namespace detail {
+void profile_by_default();
+inline const bool profile_by_default_set = (profile_by_default(), true);
+}  // namespace detail
+#endif
 
 /// Exit status of a process stopped by a cudasim diagnostic (divergent barrier, race, ...).
 inline constexpr int kDiagnosticExitStatus = 70;

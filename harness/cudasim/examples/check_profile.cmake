@@ -1,0 +1,31 @@
+# ctest driver (cmake -P): builds coalescing.cu with `cudasim-cc --profile`, runs it and checks
+# the counts its report prints (hand-computed in coalescing.cu's comments; exact, since counting
+# is deterministic).
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+execute_process(COMMAND ${CC} --profile -O2 ${SOURCE} -o ${WORK}/coalescing
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "cudasim-cc --profile failed:\n${out}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env CUDASIM_GPU=t4 ${WORK}/coalescing
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+message("${out}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "the example failed (exit ${rc})")
+endif()
+function(expect what pattern)
+  if(NOT "${out}" MATCHES "${pattern}")
+    message(FATAL_ERROR "${what}: the report does not match '${pattern}'")
+  endif()
+endfunction()
+set(num "[0-9.]+[KMGT]?")
+expect("naive w loads" "coalescing.cu:22  global load: 32.00 sectors/request")
+expect("coalesced wt loads" "coalescing.cu:35  global load: 4.00 sectors/request")
+expect("unpadded transpose" "kernel 'transpose<0>'[^']*shared load +${num} +32.00 +${num} +31.00")
+expect("padded transpose" "kernel 'transpose<1>'[^']*shared load +${num} +1.00 +0 +0.00")
+expect("one GPU" "predicted roofline position[^\n]*\n    t4 ")
+expect("FLOPs" "FLOPs \\(declared\\): 16.78M")
+if("${out}" MATCHES "    h100")
+  message(FATAL_ERROR "CUDASIM_GPU=t4 still printed the h100 prediction")
+endif()

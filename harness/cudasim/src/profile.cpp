@@ -1,0 +1,717 @@
+// Counting mode: Nsight-Compute-like memory counts from the CPU backend (CUDASIM_PROFILE=1).
+//
+// A program built for checking (`cudasim-cc --check` or `--profile`, the `_check` binaries) calls
+// the checker before every memory access (check.cpp); in counting mode the checker hands each
+// access of global or shared memory to this file as well. Accesses to a thread's own stack, the
+// kernel's parameters and __constant__/__device__ variables are not counted.
+//
+// A GPU issues a memory instruction once per warp, for all its active lanes together; the CPU
+// backend runs the threads of a warp one after the other. The accesses of one warp-level
+// instruction are brought back together by their identity: the n-th time lane L executes the
+// access at code address P since the block's last __syncthreads() is occurrence n of P, and
+// occurrence n of P in the 32 lanes of one warp is one instruction (one "request"). A lane that
+// skips the access (a branch, a shorter loop) simply does not contribute to it, as an inactive
+// lane on a GPU. An instruction is complete when every lane of the warp contributed, or when the
+// block reaches a barrier or ends; then it is counted:
+//   - global memory: the distinct 32-byte sectors its lanes touch (ncu's
+//     l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum over ...requests.sum); bytes requested is
+//     the sum of the lanes' access sizes, bytes moved is 32 per sector;
+//   - shared memory: 32 banks of 4 bytes; lanes that read the same 4-byte word are served at
+//     once (broadcast), distinct words in one bank take one wavefront each, so a request takes
+//     as many wavefronts as the busiest bank has distinct words. Accesses wider than 4 bytes are
+//     served 128 bytes of lanes at a time (half warps for 8 bytes, quarter warps for 16), each
+//     such phase needing at least one wavefront; bank conflicts are the wavefronts beyond one per
+//     phase (ncu's l1tex__data_bank_conflicts_pipe_lsu_mem_shared);
+//   - atomics are counted as requests and lane operations (and sectors, for global ones).
+// The compiler's view of an access is what is counted: loads it merged or vectorised on the CPU
+// (one 16-byte access instead of four 4-byte ones) count as it emitted them, and a value it kept
+// in a register is not loaded again. Bytes moved count traffic between the SM and the L2 cache;
+// with perfect reuse in L2 DRAM sees less, with no reuse the same.
+//
+// FLOPs are not visible to the instrumentation, which sees memory accesses only: the program (or
+// a bench tool that knows the operation) declares them with cudasim::profile_flops() after a
+// launch, and the report leaves them out otherwise.
+//
+// Counting mode also lets the other threads of a block take a turn every 16 accesses of a thread
+// (a yield, as in a spin-wait), so that a thread looping far ahead of its warp does not leave
+// thousands of instructions open; a correct kernel's results do not depend on that order.
+//
+// A block runs on one OS thread, so the warps' open instructions live in a thread_local table;
+// per-site totals are added to the launch's under a mutex when the block ends.
+#include "profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "symbolize.h"
+
+namespace cudasim::detail::profile {
+
+bool g_launch_profiled = false;
+
+namespace {
+
+struct Stats {
+  uint64_t requests = 0, lanes = 0, bytes = 0, transactions = 0, ideal = 0;
+  void add(const Stats& o) {
+    requests += o.requests;
+    lanes += o.lanes;
+    bytes += o.bytes;
+    transactions += o.transactions;
+    ideal += o.ideal;
+  }
+};
+
+// One warp-level instruction being gathered: the address and size of each contributing lane.
+// Kept small, since a warp has one open per site and lane 0 may run far ahead of lane 31: the low
+// 32 bits of each address, with the high bits and the size shared by the lanes; a lane that differs
+// in either moves the group to a full copy (`wide`, rare: an instruction reads one size, and the
+// buffers of one instruction rarely straddle a 4 GiB boundary).
+struct Group {
+  uint32_t lo[32];
+  uint32_t lanes;
+  uint32_t hi;
+  uint8_t size;
+  int32_t wide;  // index into ThreadProfile::wide, or -1
+};
+struct WideGroup {
+  uintptr_t addr[32];
+  uint8_t size[32];
+};
+// A group as count_group() reads it.
+struct Lanes {
+  uintptr_t addr[32];
+  uint8_t size[32];
+  uint32_t lanes;
+};
+
+// One access site (code address and kind) as seen by one warp.
+struct Site {
+  const void* pc;
+  Kind kind;
+  uint32_t count[32];         // per lane: its occurrences of this site in the barrier interval
+  uint32_t base = 0;          // occurrence number of open[head]
+  std::vector<Group> open;    // groups by occurrence, from `head` on (lanes 0: already counted)
+  size_t head = 0;
+  Stats stats;
+};
+
+struct Warp {
+  std::vector<Site> sites;
+  uint32_t full = 0;  // the lanes this warp has
+};
+
+struct ThreadProfile {
+  std::vector<Warp> warps;
+  std::vector<WideGroup> wide;
+  std::vector<int32_t> free_wide;
+  std::vector<uint16_t> hint = std::vector<uint16_t>(kMaxThreadsPerBlock);  // per lane: its last site
+  std::vector<uint16_t> since_yield = std::vector<uint16_t>(kMaxThreadsPerBlock);
+  unsigned nwarps = 0;
+};
+thread_local ThreadProfile* tl_profile = nullptr;
+constexpr uint16_t kYieldEvery = 16;  // accesses a lane makes before the others get a turn
+
+bool is_global(Kind k) { return k <= kGlobalAtomic; }
+
+// A set of at most 160 values, for counting distinct sectors and words without sorting: open
+// addressing in 256 slots.
+class SmallSet {
+ public:
+  SmallSet() { std::memset(used_, 0, sizeof used_); }
+  bool insert(uintptr_t v) {  // true when v is new
+    unsigned h = static_cast<unsigned>((v * 0x9e3779b97f4a7c15ull) >> 56);
+    while (used_[h]) {
+      if (slot_[h] == v) return false;
+      h = (h + 1) & 255;
+    }
+    used_[h] = 1;
+    slot_[h] = v;
+    return true;
+  }
+
+ private:
+  uintptr_t slot_[256];
+  uint8_t used_[256];
+};
+
+// The fewest sectors that could carry what the lanes asked for: their distinct bytes, packed.
+uint64_t ideal_sectors(const Lanes& g) {
+  uintptr_t lo = ~uintptr_t{0}, hi = 0;
+  for (uint32_t m = g.lanes; m; m &= m - 1) {
+    const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
+    lo = std::min(lo, g.addr[l]);
+    hi = std::max(hi, g.addr[l] + g.size[l]);
+  }
+  uint64_t distinct = 0;
+  if (hi - lo <= 512) {  // a byte map of the span
+    uint64_t bits[8] = {};
+    for (uint32_t m = g.lanes; m; m &= m - 1) {
+      const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
+      for (uintptr_t b = g.addr[l] - lo; b < g.addr[l] - lo + g.size[l]; ++b) bits[b >> 6] |= uint64_t{1} << (b & 63);
+    }
+    for (uint64_t b : bits) distinct += static_cast<uint64_t>(__builtin_popcountll(b));
+  } else {  // lanes far apart: distinct (address, size) pairs, overlaps aside
+    SmallSet seen;
+    for (uint32_t m = g.lanes; m; m &= m - 1) {
+      const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
+      if (seen.insert(g.addr[l] * 32 + g.size[l])) distinct += g.size[l];
+    }
+  }
+  return (distinct + 31) / 32;
+}
+
+void count_group(Site& s, const Lanes& g) {
+  Stats& st = s.stats;
+  ++st.requests;
+  st.lanes += static_cast<unsigned>(__builtin_popcount(g.lanes));
+  for (uint32_t m = g.lanes; m; m &= m - 1) st.bytes += g.size[__builtin_ctz(m)];
+  if (is_global(s.kind)) {
+    // Usually the sectors lie within 512 of each other: a bitmap counts them without sorting.
+    uintptr_t lo = ~uintptr_t{0}, hi = 0;
+    for (uint32_t m = g.lanes; m; m &= m - 1) {
+      const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
+      lo = std::min(lo, g.addr[l] >> 5);
+      hi = std::max(hi, (g.addr[l] + g.size[l] - 1) >> 5);
+    }
+    st.ideal += ideal_sectors(g);
+    if (hi - lo < 512) {
+      uint64_t bits[8] = {};
+      for (uint32_t m = g.lanes; m; m &= m - 1) {
+        const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
+        for (uintptr_t sec = g.addr[l] >> 5; sec <= (g.addr[l] + g.size[l] - 1) >> 5; ++sec) {
+          bits[(sec - lo) >> 6] |= uint64_t{1} << ((sec - lo) & 63);
+        }
+      }
+      for (uint64_t b : bits) st.transactions += static_cast<uint64_t>(__builtin_popcountll(b));
+      return;
+    }
+    SmallSet seen;
+    unsigned n = 0;
+    for (uint32_t m = g.lanes; m; m &= m - 1) {
+      const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
+      for (uintptr_t sec = g.addr[l] >> 5; sec <= (g.addr[l] + g.size[l] - 1) >> 5 && n < 160; ++sec, ++n) {
+        st.transactions += seen.insert(sec);
+      }
+    }
+    return;
+  }
+  // Shared memory: lanes are served in phases of 128 bytes' worth of lanes, in lane order.
+  unsigned widest = 0;
+  for (uint32_t m = g.lanes; m; m &= m - 1) widest = std::max<unsigned>(widest, g.size[__builtin_ctz(m)]);
+  if (widest <= 4) {
+    // The common case: one word per lane. Each bank remembers its first word; a second, different
+    // word in a bank is a conflict, counted exactly below.
+    uintptr_t first[32];
+    uint32_t used = 0;
+    bool conflict = false;
+    for (uint32_t m = g.lanes; m && !conflict; m &= m - 1) {
+      const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
+      if ((g.addr[l] & 3) + g.size[l] > 4) {
+        conflict = true;  // straddles two words: the general count
+        break;
+      }
+      const uintptr_t w = g.addr[l] >> 2;
+      const unsigned b = static_cast<unsigned>(w & 31);
+      if (!(used >> b & 1u)) {
+        used |= 1u << b;
+        first[b] = w;
+      } else if (first[b] != w) {
+        conflict = true;
+      }
+    }
+    if (!conflict) {
+      ++st.transactions;
+      ++st.ideal;
+      return;
+    }
+  }
+  widest = std::max(widest, 4u);
+  const unsigned per_phase = std::max(1u, 128u / std::min(widest, 128u));
+  for (unsigned first = 0; first < 32; first += per_phase) {
+    const uint32_t in_phase = g.lanes & (per_phase >= 32 ? ~0u : ((1u << per_phase) - 1u) << first);
+    if (!in_phase) continue;
+    SmallSet seen;
+    unsigned n = 0, per_bank[32] = {}, busiest = 0;
+    for (uint32_t m = in_phase; m; m &= m - 1) {
+      const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
+      for (uintptr_t w = g.addr[l] >> 2; w <= (g.addr[l] + g.size[l] - 1) >> 2 && n < 160; ++w, ++n) {
+        if (seen.insert(w)) busiest = std::max(busiest, ++per_bank[w & 31]);
+      }
+    }
+    st.transactions += busiest;
+    ++st.ideal;
+  }
+}
+
+void release_group(ThreadProfile& t, Site& s, size_t index) {
+  Group& g = s.open[index];
+  if (!g.lanes) return;
+  Lanes l;
+  l.lanes = g.lanes;
+  if (g.wide >= 0) {
+    const WideGroup& w = t.wide[static_cast<size_t>(g.wide)];
+    for (uint32_t m = g.lanes; m; m &= m - 1) {
+      const unsigned i = static_cast<unsigned>(__builtin_ctz(m));
+      l.addr[i] = w.addr[i];
+      l.size[i] = w.size[i];
+    }
+    t.free_wide.push_back(g.wide);
+  } else {
+    for (uint32_t m = g.lanes; m; m &= m - 1) {
+      const unsigned i = static_cast<unsigned>(__builtin_ctz(m));
+      l.addr[i] = (uintptr_t{g.hi} << 32) | g.lo[i];
+      l.size[i] = g.size;
+    }
+  }
+  count_group(s, l);
+  g.lanes = 0;
+}
+
+// Counts every open instruction of every warp (a barrier or the block's end: nothing can join them).
+void flush(ThreadProfile& t) {
+  for (unsigned w = 0; w < t.nwarps; ++w) {
+    for (Site& s : t.warps[w].sites) {
+      for (size_t i = s.head; i < s.open.size(); ++i) release_group(t, s, i);
+      s.open.clear();
+      s.head = 0;
+      s.base = 0;
+      std::memset(s.count, 0, sizeof s.count);
+    }
+  }
+}
+
+// ---- what has been counted ------------------------------------------------------------------------
+
+struct KernelTotals {
+  std::string name;
+  uint64_t launches = 0;
+  double flops = 0;
+  dim3 grid, block;
+  std::map<std::pair<const void*, int>, Stats> sites;
+};
+
+std::mutex g_mutex;
+std::vector<KernelTotals> g_kernels;  // in the order of their first launch
+size_t g_current = 0;                 // the running (or last) launch's kernel
+bool g_any_launch = false;
+
+KernelTotals& kernel_named(const std::string& name) {
+  for (KernelTotals& k : g_kernels) {
+    if (k.name == name) return k;
+  }
+  g_kernels.push_back({});
+  g_kernels.back().name = name;
+  return g_kernels.back();
+}
+
+void at_exit() {
+  if (!g_kernels.empty()) print_report();
+}
+
+}  // namespace
+
+void launch_begin(const char* kernel, dim3 grid, dim3 block) {
+  std::lock_guard lk(g_mutex);
+  if (!g_any_launch) {
+    g_any_launch = true;
+    std::atexit(at_exit);
+  }
+  KernelTotals& k = kernel_named(kernel);
+  ++k.launches;
+  k.grid = grid;
+  k.block = block;
+  g_current = static_cast<size_t>(&k - g_kernels.data());
+  g_launch_profiled = true;
+}
+
+void launch_end() { g_launch_profiled = false; }
+
+void block_begin(unsigned nthreads) {
+  if (!tl_profile) tl_profile = new ThreadProfile;
+  ThreadProfile& t = *tl_profile;
+  t.nwarps = (nthreads + 31) / 32;
+  if (t.warps.size() < t.nwarps) t.warps.resize(t.nwarps);
+  for (unsigned w = 0; w < t.nwarps; ++w) {
+    const unsigned width = std::min(32u, nthreads - w * 32);
+    t.warps[w].full = width == 32 ? ~0u : (1u << width) - 1u;
+    t.warps[w].sites.clear();
+  }
+  std::fill(t.hint.begin(), t.hint.begin() + nthreads, uint16_t{0});
+  std::fill(t.since_yield.begin(), t.since_yield.begin() + nthreads, uint16_t{0});
+}
+
+void barrier_released() {
+  if (tl_profile) flush(*tl_profile);
+}
+
+void block_end() {
+  if (!tl_profile) return;
+  ThreadProfile& t = *tl_profile;
+  flush(t);
+  std::lock_guard lk(g_mutex);
+  if (g_current >= g_kernels.size()) return;  // reset while the launch ran
+  KernelTotals& k = g_kernels[g_current];
+  for (unsigned w = 0; w < t.nwarps; ++w) {
+    for (const Site& s : t.warps[w].sites) k.sites[{s.pc, s.kind}].add(s.stats);
+  }
+}
+
+void access(Kind kind, unsigned lane, uintptr_t a, size_t size, const void* pc) {
+  ThreadProfile& t = *tl_profile;
+  Warp& warp = t.warps[lane >> 5];
+  const unsigned bit = lane & 31;
+  // The site: usually the one this lane used last or the next one.
+  std::vector<Site>& sites = warp.sites;
+  size_t si = t.hint[lane];
+  // Code runs in the order its sites were first met: after site i usually comes i + 1.
+  if (si + 1 < sites.size() && sites[si + 1].pc == pc && sites[si + 1].kind == kind) {
+    t.hint[lane] = static_cast<uint16_t>(++si);
+  } else if (!(si < sites.size() && sites[si].pc == pc && sites[si].kind == kind)) {
+    si = sites.size();
+    for (size_t i = 0; i < sites.size(); ++i) {
+      if (sites[i].pc == pc && sites[i].kind == kind) {
+        si = i;
+        break;
+      }
+    }
+    if (si == sites.size()) {
+      sites.emplace_back();
+      sites.back().pc = pc;
+      sites.back().kind = kind;
+      std::memset(sites.back().count, 0, sizeof sites.back().count);
+    }
+    t.hint[lane] = static_cast<uint16_t>(std::min<size_t>(si, 0xffff));
+  }
+  Site& s = sites[si];
+  const size_t index = s.head + (s.count[bit]++ - s.base);
+  if (index == s.open.size()) {
+    Group& g = s.open.emplace_back();
+    g.lanes = 0;
+    g.hi = static_cast<uint32_t>(a >> 32);
+    g.size = static_cast<uint8_t>(std::min<size_t>(size, 255));
+    g.wide = -1;
+  }
+  Group& g = s.open[index];
+  const auto sz = static_cast<uint8_t>(std::min<size_t>(size, 255));
+  if (__builtin_expect(g.wide < 0 && (g.hi == static_cast<uint32_t>(a >> 32) && g.size == sz), 1)) {
+    g.lo[bit] = static_cast<uint32_t>(a);
+  } else {
+    if (g.wide < 0) {  // the first lane that differs: copy the others to a full group
+      int32_t wi;
+      if (!t.free_wide.empty()) {
+        wi = t.free_wide.back();
+        t.free_wide.pop_back();
+      } else {
+        wi = static_cast<int32_t>(t.wide.size());
+        t.wide.emplace_back();
+      }
+      WideGroup& w = t.wide[static_cast<size_t>(wi)];
+      for (uint32_t m = g.lanes; m; m &= m - 1) {
+        const unsigned i = static_cast<unsigned>(__builtin_ctz(m));
+        w.addr[i] = (uintptr_t{g.hi} << 32) | g.lo[i];
+        w.size[i] = g.size;
+      }
+      g.wide = wi;
+    }
+    WideGroup& w = t.wide[static_cast<size_t>(g.wide)];
+    w.addr[bit] = a;
+    w.size[bit] = sz;
+  }
+  g.lanes |= 1u << bit;
+  if (g.lanes == warp.full) {
+    release_group(t, s, index);
+    while (s.head < s.open.size() && !s.open[s.head].lanes) {
+      ++s.head;
+      ++s.base;
+    }
+    if (s.head == s.open.size()) {
+      s.open.clear();
+      s.head = 0;
+    } else if (s.head > 4096 && s.head * 2 > s.open.size()) {  // drop what has been counted
+      s.open.erase(s.open.begin(), s.open.begin() + static_cast<std::ptrdiff_t>(s.head));
+      s.head = 0;
+    }
+  }
+  // A lane that runs far ahead of its warp (a long loop without barriers) would leave one open
+  // instruction per iteration; letting the others catch up keeps the open ones few and in cache.
+  if (++t.since_yield[lane] == kYieldEvery) {
+    t.since_yield[lane] = 0;
+    profile_yield();
+  }
+}
+
+// ---- the results and the report ---------------------------------------------------------------------
+
+namespace {
+
+// Peak DRAM bandwidth and FP32 (non-tensor) throughput, from NVIDIA's published specifications:
+//   h100:    H100 SXM5 80 GB: 3.35 TB/s HBM3, 67 TFLOP/s FP32 (NVIDIA H100 Tensor Core GPU datasheet)
+//   a100:    A100 SXM4 80 GB: 2.039 TB/s HBM2e, 19.5 TFLOP/s FP32 (NVIDIA A100 Tensor Core GPU datasheet)
+//   rtx4090: GeForce RTX 4090: 1008 GB/s GDDR6X, 82.6 TFLOP/s FP32 (NVIDIA Ada Lovelace architecture whitepaper)
+//   t4:      Tesla T4: 320 GB/s GDDR6, 8.1 TFLOP/s FP32 (NVIDIA T4 datasheet)
+struct GpuTable {
+  const char* name;
+  double bytes_per_s, flops_per_s;
+};
+constexpr GpuTable kGpus[] = {
+    {"h100", 3.35e12, 67e12}, {"a100", 2.039e12, 19.5e12}, {"rtx4090", 1.008e12, 82.6e12}, {"t4", 320e9, 8.1e12}};
+
+const char* kind_name(int k) {
+  static const char* const names[] = {"global load", "global store", "global atomic",
+                                      "shared load", "shared store", "shared atomic"};
+  return names[k];
+}
+
+struct Where {
+  std::string file;
+  unsigned line = 0;
+};
+
+Where where_of(const void* pc) {
+  static std::map<const void*, Where>* cache = new std::map<const void*, Where>;
+  if (auto it = cache->find(pc); it != cache->end()) return it->second;
+  const SourceLine s = program_source_line(pc);
+  Where w{s.file.empty() ? "?" : s.file, s.line};
+  return (*cache)[pc] = w;
+}
+
+std::string short_file(const std::string& f) {
+  const size_t slash = f.rfind('/');
+  return slash == std::string::npos ? f : f.substr(slash + 1);
+}
+
+std::string human(double v) {
+  char buf[32];
+  const char* units[] = {"", "K", "M", "G", "T", "P"};
+  int u = 0;
+  while (std::fabs(v) >= 1000 && u < 5) {
+    v /= 1000;
+    ++u;
+  }
+  std::snprintf(buf, sizeof buf, u ? "%.2f%s" : "%.0f%s", v, units[u]);
+  return buf;
+}
+
+std::string seconds(double s) {
+  char buf[32];
+  if (s >= 1) {
+    std::snprintf(buf, sizeof buf, "%.2f s", s);
+  } else if (s >= 1e-3) {
+    std::snprintf(buf, sizeof buf, "%.2f ms", s * 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.2f us", s * 1e6);
+  }
+  return buf;
+}
+
+std::vector<KernelProfile> results_locked() {
+  std::vector<KernelProfile> out;
+  for (const KernelTotals& k : g_kernels) {
+    KernelProfile p;
+    p.kernel = k.name;
+    p.launches = k.launches;
+    p.flops = k.flops;
+    // Sites of one source line and kind are one row, as in ncu's source view.
+    std::map<std::tuple<std::string, unsigned, int>, Stats> rows;
+    for (const auto& [key, st] : k.sites) {
+      const Where w = where_of(key.first);
+      rows[{w.file, w.line, key.second}].add(st);
+    }
+    for (const auto& [key, st] : rows) {
+      ProfileLine l;
+      l.file = std::get<0>(key);
+      l.line = std::get<1>(key);
+      l.kind = static_cast<AccessKind>(std::get<2>(key));
+      l.requests = st.requests;
+      l.lane_accesses = st.lanes;
+      l.bytes_requested = st.bytes;
+      if (is_global(static_cast<Kind>(std::get<2>(key)))) {
+        l.sectors = st.transactions;
+        l.ideal_sectors = st.ideal;
+      } else {
+        l.wavefronts = st.transactions;
+        l.ideal_wavefronts = st.ideal;
+      }
+      p.lines.push_back(l);
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// What a line wastes: sectors beyond the bytes it asked for, or wavefronts beyond one per phase.
+double waste(const ProfileLine& l) {
+  if (static_cast<int>(l.kind) <= kGlobalAtomic) {
+    return static_cast<double>(l.sectors) - static_cast<double>(l.ideal_sectors);
+  }
+  return static_cast<double>(l.wavefronts - l.ideal_wavefronts) * 4.0;  // a wavefront moves up to 4 sectors' worth
+}
+
+}  // namespace
+
+void print_report() {
+  const std::string text = cudasim::profile_report(std::getenv("CUDASIM_GPU"));
+  std::fputs(text.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+void add_flops(double flops) {
+  std::lock_guard lk(g_mutex);
+  if (g_current < g_kernels.size()) g_kernels[g_current].flops += flops;
+}
+
+}  // namespace cudasim::detail::profile
+
+namespace cudasim {
+
+
+std::vector<KernelProfile> profile_results() {
+  std::lock_guard lk(detail::profile::g_mutex);
+  return detail::profile::results_locked();
+}
+
+void profile_reset() {
+  std::lock_guard lk(detail::profile::g_mutex);
+  detail::profile::g_kernels.clear();
+  detail::profile::g_current = ~size_t{0};
+}
+
+void profile_flops(double flops) { detail::profile::add_flops(flops); }
+
+std::vector<GpuPeaks> profile_gpus() {
+  std::vector<GpuPeaks> out;
+  for (const auto& g : detail::profile::kGpus) out.push_back({g.name, g.bytes_per_s, g.flops_per_s});
+  return out;
+}
+
+KernelProfile::Totals KernelProfile::totals() const {
+  Totals t;
+  for (const ProfileLine& l : lines) {
+    const int k = static_cast<int>(l.kind);
+    t.requests[k] += l.requests;
+    t.bytes_requested[k] += l.bytes_requested;
+    t.sectors[k] += l.sectors;
+    t.ideal_sectors[k] += l.ideal_sectors;
+    t.wavefronts[k] += l.wavefronts;
+    t.ideal_wavefronts[k] += l.ideal_wavefronts;
+    t.lane_accesses[k] += l.lane_accesses;
+  }
+  return t;
+}
+
+uint64_t KernelProfile::global_bytes_moved() const {
+  uint64_t b = 0;
+  for (const ProfileLine& l : lines) b += l.sectors * 32;
+  return b;
+}
+
+std::string profile_report(const char* gpu) {
+  using namespace detail::profile;
+  std::vector<const GpuTable*> gpus;
+  for (const GpuTable& g : kGpus) {
+    if (!gpu || !*gpu || std::strcmp(gpu, g.name) == 0) gpus.push_back(&g);
+  }
+  std::ostringstream o;
+  if (gpus.empty()) {
+    o << "cudasim profile: unknown GPU '" << gpu << "' (CUDASIM_GPU / --gpu): expected h100, a100, rtx4090 or t4\n";
+    for (const GpuTable& g : kGpus) gpus.push_back(&g);
+  }
+  const std::vector<KernelProfile> kernels = profile_results();
+  char buf[256];
+  o << "\n==== cudasim profile: memory traffic counted on the CPU backend ====\n"
+    << "Counts are exact for the accesses the program made; GPU times below are predictions from these counts "
+       "and peak figures, not measurements.\n";
+  for (const KernelProfile& k : kernels) {
+    const KernelProfile::Totals t = k.totals();
+    o << "\nkernel '" << k.kernel << "' (" << k.launches << (k.launches == 1 ? " launch" : " launches") << ")\n";
+    o << "                   requests  sectors/req  ideal/req  bytes requested  bytes moved\n";
+    for (int kind = kGlobalLoad; kind <= kGlobalAtomic; ++kind) {
+      if (!t.requests[kind]) continue;
+      const double req = static_cast<double>(t.requests[kind]), moved = 32.0 * static_cast<double>(t.sectors[kind]);
+      std::snprintf(buf, sizeof buf, "  %-14s %10s  %11.2f  %9.2f  %15s  %11s\n", kind_name(kind), human(req).c_str(),
+                    static_cast<double>(t.sectors[kind]) / req, static_cast<double>(t.ideal_sectors[kind]) / req,
+                    human(static_cast<double>(t.bytes_requested[kind])).c_str(), human(moved).c_str());
+      o << buf;
+    }
+    bool shared_header = false;
+    for (int kind = kSharedLoad; kind <= kSharedAtomic; ++kind) {
+      if (!t.requests[kind]) continue;
+      if (!shared_header) {
+        o << "                   requests  wavefronts/req  bank conflicts  conflicts/req\n";
+        shared_header = true;
+      }
+      const double req = static_cast<double>(t.requests[kind]);
+      const double conflicts = static_cast<double>(t.wavefronts[kind] - t.ideal_wavefronts[kind]);
+      std::snprintf(buf, sizeof buf, "  %-14s %10s  %14.2f  %14s  %13.2f\n", kind_name(kind), human(req).c_str(),
+                    static_cast<double>(t.wavefronts[kind]) / req, human(conflicts).c_str(), conflicts / req);
+      o << buf;
+    }
+    const double bytes = static_cast<double>(k.global_bytes_moved());
+    o << "  global bytes moved: " << human(bytes) << "B";
+    if (k.flops > 0) {
+      std::snprintf(buf, sizeof buf, "; FLOPs (declared): %s; arithmetic intensity: %.3f FLOP/byte\n",
+                    human(k.flops).c_str(), bytes ? k.flops / bytes : 0.0);
+      o << buf;
+    } else {
+      o << "; FLOPs: not counted (the instrumentation sees memory only; declare them with "
+           "cudasim::profile_flops)\n";
+    }
+    // The three lines that waste the most.
+    std::vector<const ProfileLine*> lines;
+    for (const ProfileLine& l : k.lines) lines.push_back(&l);
+    std::stable_sort(lines.begin(), lines.end(), [](const ProfileLine* a, const ProfileLine* b) { return waste(*a) > waste(*b); });
+    o << "  worst lines:\n";
+    for (size_t i = 0; i < lines.size() && i < 3; ++i) {
+      const ProfileLine& l = *lines[i];
+      const double req = static_cast<double>(l.requests);
+      if (static_cast<int>(l.kind) <= kGlobalAtomic) {
+        const double ideal = static_cast<double>(l.ideal_sectors);
+        std::snprintf(buf, sizeof buf, "    %s:%u  %s: %.2f sectors/request, %s sectors where %s would do\n",
+                      short_file(l.file).c_str(), l.line, kind_name(static_cast<int>(l.kind)),
+                      static_cast<double>(l.sectors) / req, human(static_cast<double>(l.sectors)).c_str(),
+                      human(ideal).c_str());
+      } else {
+        std::snprintf(buf, sizeof buf, "    %s:%u  %s: %.2f wavefronts/request, %s bank conflicts\n",
+                      short_file(l.file).c_str(), l.line, kind_name(static_cast<int>(l.kind)),
+                      static_cast<double>(l.wavefronts) / req,
+                      human(static_cast<double>(l.wavefronts - l.ideal_wavefronts)).c_str());
+      }
+      o << buf;
+    }
+    // The roofline, per launch.
+    const double launches = static_cast<double>(std::max<uint64_t>(k.launches, 1));
+    o << "  predicted roofline position per launch (a prediction from counts, not a measurement):\n";
+    for (const GpuTable* g : gpus) {
+      const double t_mem = bytes / launches / g->bytes_per_s;
+      if (k.flops > 0) {
+        const double t_fp = k.flops / launches / g->flops_per_s, ai = bytes ? k.flops / bytes : 0;
+        const double attainable = std::min(g->flops_per_s, ai * g->bytes_per_s);
+        std::snprintf(buf, sizeof buf,
+                      "    %-8s ridge %6.1f FLOP/B  %-14s  at least %s  (%s FLOP/s of %s attainable)\n", g->name,
+                      g->flops_per_s / g->bytes_per_s, t_mem >= t_fp ? "memory-bound" : "compute-bound",
+                      seconds(std::max(t_mem, t_fp)).c_str(), human(attainable).c_str(),
+                      human(g->flops_per_s).c_str());
+      } else {
+        std::snprintf(buf, sizeof buf, "    %-8s memory time at least %s (%s B/s peak)\n", g->name, seconds(t_mem).c_str(),
+                      human(g->bytes_per_s).c_str());
+      }
+      o << buf;
+    }
+  }
+  o << "\nBytes moved are 32-byte sectors between the SMs and L2; DRAM sees this much when nothing is reused "
+       "in L2, less otherwise.\n";
+  return o.str();
+}
+
+bool profiling() { return detail::profiling_requested() && detail::program_is_instrumented(); }
+
+}  // namespace cudasim
