@@ -7,12 +7,12 @@
 
 #include <algorithm>
 #include <climits>
-#include <queue>
 #include <cstdio>
 #include <utility>
 
 #include "harness/model/tokenizer_internal.h"
 #include "harness/model/tokenizer_utf8.h"
+#include "kernels/tokenizer_steps.h"
 
 namespace clockwork {
 
@@ -59,20 +59,58 @@ std::string pcre2_message(int code) {
 constexpr std::string_view kWhiteSpace =
     R"(\t-\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
 
-// kLlama3SplitPattern with \s and \S replaced by kWhiteSpace, inside and outside [...] classes.
-std::string pcre2_split_pattern() {
-  const std::string_view p = kLlama3SplitPattern;
+// Letters (\p{L}) and numbers (\p{N}) added to Unicode after version 14, as character-class
+// contents. PCRE2 10.42 (Debian 12) carries Unicode 14 tables, where these code points are
+// unassigned, while tiktoken and HuggingFace split with newer tables: without them a space before
+// a Kirat Rai digit would stick to it, and Nag Mundari letters would break a word in two. Adding
+// them to \p{L} and \p{N} makes the split the same whatever Unicode version PCRE2 knows (a
+// newer PCRE2 already has them; the union changes nothing). The ranges are those of general
+// category L* and N* in UnicodeData.txt 16.0 that are not L* and N* in 14.0 (none went the other
+// way): Unicode 15.0 (Kawi, Nag Mundari, CJK Extension H, Kaktovik numerals, ...), 15.1 (CJK
+// Extension I) and 16.0 (Garay, Gurung Khema, Kirat Rai, Ol Onal, Sunuwar, Todhri,
+// Tulu-Tigalari, Egyptian hieroglyphs extended-A, ...).
+constexpr std::string_view kLettersAfterUnicode14 =
+    R"(\x{1C89}-\x{1C8A}\x{A7CB}-\x{A7CD}\x{A7DA}-\x{A7DC}\x{105C0}-\x{105F3}\x{10D4A}-\x{10D65})"
+    R"(\x{10D6F}-\x{10D85}\x{10EC2}-\x{10EC4}\x{1123F}-\x{11240}\x{11380}-\x{11389}\x{1138B})"
+    R"(\x{1138E}\x{11390}-\x{113B5}\x{113B7}\x{113D1}\x{113D3}\x{11BC0}-\x{11BE0}\x{11F02})"
+    R"(\x{11F04}-\x{11F10}\x{11F12}-\x{11F33}\x{1342F}\x{13441}-\x{13446}\x{13460}-\x{143FA})"
+    R"(\x{16100}-\x{1611D}\x{16D40}-\x{16D6C}\x{18CFF}\x{1B132}\x{1B155}\x{1DF25}-\x{1DF2A})"
+    R"(\x{1E030}-\x{1E06D}\x{1E4D0}-\x{1E4EB}\x{1E5D0}-\x{1E5ED}\x{1E5F0}\x{2B739})"
+    R"(\x{2EBF0}-\x{2EE5D}\x{31350}-\x{323AF})";
+constexpr std::string_view kNumbersAfterUnicode14 =
+    R"(\x{10D40}-\x{10D49}\x{116D0}-\x{116E3}\x{11BF0}-\x{11BF9}\x{11F50}-\x{11F59})"
+    R"(\x{16130}-\x{16139}\x{16D70}-\x{16D79}\x{1CCF0}-\x{1CCF9}\x{1D2C0}-\x{1D2D3})"
+    R"(\x{1E4F0}-\x{1E4F9}\x{1E5F1}-\x{1E5FA})";
+
+// `p` for PCRE2: \s and \S spelled out as kWhiteSpace, \p{L} and \p{N} extended by the ranges
+// above, inside and outside [...] classes.
+std::string pcre2_split_pattern(std::string_view p = kLlama3SplitPattern) {
   std::string out;
   bool in_class = false;
+  // Appends class contents: as they are inside [...], wrapped in [...] outside.
+  auto add_class = [&](std::string_view contents) {
+    if (in_class) {
+      out += contents;
+    } else {
+      out += '[';
+      out += contents;
+      out += ']';
+    }
+  };
   for (size_t i = 0; i < p.size(); ++i) {
     if (p[i] == '\\' && i + 1 < p.size()) {
       const char e = p[++i];
       if (e == 's') {
-        out += in_class ? std::string(kWhiteSpace) : "[" + std::string(kWhiteSpace) + "]";
+        add_class(kWhiteSpace);
       } else if (e == 'S' && !in_class) {
         out += "[^" + std::string(kWhiteSpace) + "]";
       } else if (e == 'S') {
         throw TokenizerError("pre-tokenizer regex: \\S inside a character class is not supported");
+      } else if (e == 'p' && (p.substr(i + 1, 3) == "{L}" || p.substr(i + 1, 3) == "{N}")) {
+        const bool letter = p[i + 2] == 'L';
+        add_class("\\p{" + std::string(1, p[i + 2]) + "}" +
+                  std::string(letter ? kLettersAfterUnicode14 : kNumbersAfterUnicode14));
+        i += 3;
       } else {
         out += '\\';
         out += e;
@@ -86,7 +124,8 @@ std::string pcre2_split_pattern() {
   return out;
 }
 
-class SplitRegex {
+// The compiled regex, handed to the student's split_pieces (kernels/tokenizer_steps.h).
+class SplitRegex final : public tokenizer_steps::PieceRegex {
  public:
   SplitRegex() {
     const std::string pattern = pcre2_split_pattern();
@@ -105,38 +144,32 @@ class SplitRegex {
   SplitRegex(const SplitRegex&) = delete;
   SplitRegex& operator=(const SplitRegex&) = delete;
 
-  // Calls on_piece for each consecutive piece of `text`, which must be valid UTF-8.
-  template <typename F>
-  void split(std::string_view text, F&& on_piece) const {
-    std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(
-        pcre2_match_data_create_from_pattern(code_, nullptr), &pcre2_match_data_free);
+  // `text` must be valid UTF-8 (the callers check it once, not at every match).
+  std::optional<Match> find(std::string_view text, size_t from) const override {
+    if (from >= text.size()) return std::nullopt;
+    // One match block per thread, reused: a piece is often a few bytes, and allocating per
+    // match would cost more than matching.
+    thread_local std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(
+        pcre2_match_data_create(1, nullptr), &pcre2_match_data_free);
     if (!match) throw TokenizerError("out of memory for PCRE2 match data");
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-    uint32_t options = PCRE2_NO_UTF_CHECK;  // the caller validated the text
-    size_t pos = 0;
-    while (pos < text.size()) {
-      int rc = pcre2_match(code_, subject, text.size(), pos, options, match.get(), nullptr);
-      if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !(options & PCRE2_NO_JIT)) {
-        options |= PCRE2_NO_JIT;  // very long runs can exhaust the JIT stack; the interpreter copes
-        continue;
-      }
-      if (rc == PCRE2_ERROR_NOMATCH) {
-        on_piece(text.substr(pos));
-        return;
-      }
-      if (rc < 0) throw TokenizerError("pre-tokenizer regex failed: " + pcre2_message(rc));
-      const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.get());
-      size_t start = ovector[0], end = ovector[1];
-      // Every character matches some alternative, so gaps should not occur; if one did, it is
-      // kept as its own piece so that no byte of the text is lost.
-      if (start > pos) on_piece(text.substr(pos, start - pos));
-      if (end == start) {  // an empty match; the pattern has none, but never loop forever
-        if (start == text.size()) return;
-        end = start + utf8::next(text, start).length;
-      }
-      on_piece(text.substr(start, end - start));
-      pos = end;
+    uint32_t options = PCRE2_NO_UTF_CHECK;
+    int rc = pcre2_match(code_, subject, text.size(), from, options, match.get(), nullptr);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
+      // Very long runs can exhaust the JIT stack; the interpreter copes.
+      options |= PCRE2_NO_JIT;
+      rc = pcre2_match(code_, subject, text.size(), from, options, match.get(), nullptr);
     }
+    if (rc == PCRE2_ERROR_NOMATCH) return std::nullopt;
+    if (rc < 0) throw TokenizerError("pre-tokenizer regex failed: " + pcre2_message(rc));
+    const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.get());
+    Match m{ovector[0], ovector[1]};
+    // The pattern matches no empty text, but the contract promises progress: never return one.
+    if (m.end == m.begin) {
+      if (m.begin >= text.size()) return std::nullopt;
+      m.end = m.begin + utf8::next(text, m.begin).length;
+    }
+    return m;
   }
 
  private:
@@ -158,9 +191,9 @@ void check_utf8(std::string_view text) {
 
 std::vector<std::string> pre_tokenize(std::string_view text) {
   check_utf8(text);
-  std::vector<std::string> pieces;
-  split_regex().split(text, [&](std::string_view piece) { pieces.emplace_back(piece); });
-  return pieces;
+  std::vector<std::string_view> views;
+  tokenizer_steps::split_pieces(split_regex(), text, views);
+  return std::vector<std::string>(views.begin(), views.end());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -267,12 +300,26 @@ Tokenizer::Impl::Merge find_merge(const Tokenizer::Impl& t, int32_t left, int32_
   return it == t.base_ids.end() ? kNoMerge : Tokenizer::Impl::Merge{it->second, it->second};
 }
 
-// Byte-level BPE of one piece: start from single bytes and repeatedly merge the adjacent pair of
-// lowest rank (the leftmost one on ties) until no pair can merge.
-//
-// The parts live in a linked list and the candidate pairs in a min-heap keyed by (rank, position),
-// so a long piece costs O(n log n) rather than O(n^2). A heap entry is stale once either of its
-// parts has changed; stale entries are skipped when popped.
+// The vocabulary as the student's merge_piece sees it (kernels/tokenizer_steps.h).
+class ImplMergeTable final : public tokenizer_steps::MergeTable {
+ public:
+  explicit ImplMergeTable(const Tokenizer::Impl& t) : t_(t) {}
+  int32_t byte_token(unsigned char b) const override { return t_.byte_ids[b]; }
+  std::optional<Merge> merge(int32_t left, int32_t right) const override {
+    if (left < 0 || left >= t_.special_base || right < 0 || right >= t_.special_base) {
+      return std::nullopt;  // not base-vocabulary tokens: nothing merges with them
+    }
+    const Tokenizer::Impl::Merge m = find_merge(t_, left, right, scratch_);
+    if (m.id < 0) return std::nullopt;
+    return Merge{m.rank, m.id};
+  }
+
+ private:
+  const Tokenizer::Impl& t_;
+  mutable std::string scratch_;  // one table per encode call, so never shared between threads
+};
+
+// Byte-level BPE of one piece.
 void bpe(const Tokenizer::Impl& t, std::string_view piece, std::vector<int32_t>& out) {
   if (piece.empty()) return;
   // A piece that is already a token is taken whole (tiktoken does this; Llama 3's
@@ -281,44 +328,8 @@ void bpe(const Tokenizer::Impl& t, std::string_view piece, std::vector<int32_t>&
     out.push_back(it->second);
     return;
   }
-  // Part i starts at byte i of the piece; a merge keeps the left part and removes the right.
-  const auto n = static_cast<int32_t>(piece.size());
-  std::vector<int32_t> ids(n), next(n), prev(n);
-  for (int32_t i = 0; i < n; ++i) {
-    ids[i] = t.byte_ids[static_cast<unsigned char>(piece[i])];
-    next[i] = i + 1;  // n marks the end
-    prev[i] = i - 1;  // -1 marks the start
-  }
-  struct Candidate {
-    int32_t rank, left, right, left_id, right_id, merged_id;
-    bool operator>(const Candidate& o) const {
-      return rank != o.rank ? rank > o.rank : left > o.left;
-    }
-  };
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
-  std::string scratch;
-  auto consider = [&](int32_t left, int32_t right) {
-    if (left < 0 || right >= n) return;
-    auto merge = find_merge(t, ids[left], ids[right], scratch);
-    if (merge.id >= 0) heap.push({merge.rank, left, right, ids[left], ids[right], merge.id});
-  };
-  for (int32_t i = 0; i + 1 < n; ++i) consider(i, i + 1);
-
-  while (!heap.empty()) {
-    const Candidate c = heap.top();
-    heap.pop();
-    const bool still_adjacent =
-        next[c.left] == c.right && ids[c.left] == c.left_id && ids[c.right] == c.right_id;
-    if (!still_adjacent) continue;
-    ids[c.left] = c.merged_id;
-    next[c.left] = next[c.right];
-    if (next[c.right] < n) prev[next[c.right]] = c.left;
-    ids[c.right] = -1;  // removed: any heap entry naming it is now stale
-    next[c.right] = -1;
-    consider(prev[c.left], c.left);
-    consider(c.left, next[c.left]);
-  }
-  for (int32_t i = 0; i < n; i = next[i]) out.push_back(ids[i]);
+  const ImplMergeTable table(t);
+  tokenizer_steps::merge_piece(table, piece, out);
 }
 
 constexpr size_t kCacheMaxEntries = 1 << 16;
@@ -326,14 +337,17 @@ constexpr size_t kCacheMaxPieceBytes = 64;
 
 // Pre-tokenizes and BPE-encodes text that holds no special tokens.
 void encode_ordinary(const Tokenizer::Impl& t, std::string_view text, std::vector<int32_t>& out) {
-  split_regex().split(text, [&](std::string_view piece) {
+  if (text.empty()) return;
+  std::vector<std::string_view> pieces;
+  tokenizer_steps::split_pieces(split_regex(), text, pieces);
+  for (std::string_view piece : pieces) {
     const bool cacheable = piece.size() <= kCacheMaxPieceBytes;
     if (cacheable) {
       std::lock_guard<std::mutex> lock(t.cache->mutex);
       auto it = t.cache->map.find(piece);
       if (it != t.cache->map.end()) {
         out.insert(out.end(), it->second.begin(), it->second.end());
-        return;
+        continue;
       }
     }
     const size_t first = out.size();
@@ -344,7 +358,7 @@ void encode_ordinary(const Tokenizer::Impl& t, std::string_view text, std::vecto
       t.cache->map.emplace(std::string(piece),
                            std::vector<int32_t>(out.begin() + first, out.end()));
     }
-  });
+  }
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // The Llama 3 tokenizer: byte-level BPE with tiktoken-style ranks.
 //
 //   text ──► special tokens cut out literally (only when allowed)
-//        ──► pre-tokenizer regex splits the rest into pieces        (pre_tokenize)
-//        ──► each piece's UTF-8 bytes merged by lowest rank (BPE)  (Tokenizer::encode)
+//        ──► pre-tokenizer regex splits the rest into pieces        (split_pieces, milestone 1)
+//        ──► each piece's UTF-8 bytes merged by lowest rank (BPE)  (merge_piece, milestone 1)
 //        ──► token ids
 //   ids  ──► token bytes ──► UTF-8 text                              (Tokenizer::decode)
 //
@@ -66,9 +66,10 @@ std::vector<std::string> llama3_special_tokens();
 /// Throws InvalidUtf8Error on invalid UTF-8.
 ///
 /// \s and \S mean Unicode's White_Space property, as in the regex engines behind tiktoken and
-/// HuggingFace (PCRE2's own \s would also take U+180E). \p{L} and \p{N} come from the linked
-/// PCRE2's Unicode tables: PCRE2 10.42 knows Unicode 14, so a character assigned later (e.g. CJK
-/// Extension H) may split differently from tiktoken or HuggingFace, which carry newer tables.
+/// HuggingFace (PCRE2's own \s would also take U+180E). \p{L} and \p{N} are the linked PCRE2's
+/// tables plus the letters and numbers added in Unicode 15.0 to 16.0, so that the split is the
+/// same with a PCRE2 that knows only Unicode 14 (Debian 12's 10.42) as with tiktoken and
+/// HuggingFace. The pieces come from the student's split_pieces (kernels/tokenizer_steps.h).
 std::vector<std::string> pre_tokenize(std::string_view text);
 
 /// One turn of a chat.

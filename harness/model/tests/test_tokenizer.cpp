@@ -361,6 +361,47 @@ TEST(PreTokenizer, KnownAnswers) {
   }
 }
 
+// Letters and digits assigned in Unicode 15.0-16.0 split as tiktoken and HuggingFace split them,
+// whatever Unicode tables the linked PCRE2 has (10.42 has 14.0, where they are unassigned and
+// would count as punctuation). Expected pieces follow from the regex: a letter run takes at most
+// one leading non-letter (so a space joins it), a space before digits stays alone, digits go in
+// groups of up to three, and unassigned code points would instead join a punctuation run.
+TEST(PreTokenizer, LettersAndDigitsAddedAfterUnicode14) {
+  auto u = [](std::initializer_list<uint32_t> cps) {
+    std::string s;
+    for (uint32_t cp : cps) s += cp < 0x80 ? std::string(1, char(cp)) : utf8_of(cp);
+    return s;
+  };
+  const std::vector<SplitCase> cases = {
+      // Nag Mundari (Unicode 15.0): letters U+1E4D0.., digits U+1E4F0..U+1E4F9.
+      {"Nag Mundari letters continue a Latin word",
+       u({'H', 'i', 0x1E4D0, 0x1E4D1, ' ', 'y', 'o'}),
+       {u({'H', 'i', 0x1E4D0, 0x1E4D1}), " yo"}},
+      {"a space joins a Nag Mundari word, a full stop does not",
+       u({' ', 0x1E4D0, 0x1E4D1, '.'}),
+       {u({' ', 0x1E4D0, 0x1E4D1}), "."}},
+      {"Nag Mundari digits in groups of three",
+       u({0x1E4F0, 0x1E4F1, 0x1E4F2, 0x1E4F3}),
+       {u({0x1E4F0, 0x1E4F1, 0x1E4F2}), u({0x1E4F3})}},
+      // Kirat Rai digits (Unicode 16.0): U+16D70..U+16D79.
+      {"a space before Kirat Rai digits stays alone",
+       u({'x', ' ', 0x16D70, 0x16D71, 0x16D72, 0x16D73}),
+       {"x", " ", u({0x16D70, 0x16D71, 0x16D72}), u({0x16D73})}},
+      // Garay (Unicode 16.0): digits U+10D40..U+10D49, capital letters U+10D50...
+      {"Garay digits after a space", u({' ', 0x10D40, 0x10D41}), {" ", u({0x10D40, 0x10D41})}},
+      {"a Garay capital continues a word", u({'a', 0x10D50, '!'}), {u({'a', 0x10D50}), "!"}},
+      // CJK Extension H (15.0) and I (15.1).
+      {"CJK Extension H joins a CJK run", u({0x4E2D, 0x31350}), {u({0x4E2D, 0x31350})}},
+      {"CJK Extension I after a space", u({' ', 0x2EBF0, '!'}), {u({' ', 0x2EBF0}), "!"}},
+      // Kaktovik numerals (15.0) are numbers (No), not symbols.
+      {"Kaktovik numerals", u({'n', ' ', 0x1D2C0, 0x1D2C1, 0x1D2C2, 0x1D2C3}),
+       {"n", " ", u({0x1D2C0, 0x1D2C1, 0x1D2C2}), u({0x1D2C3})}},
+  };
+  for (const SplitCase& c : cases) {
+    EXPECT_EQ(show(pre_tokenize(c.text)), show(c.pieces)) << "case: " << c.name;
+  }
+}
+
 TEST(PreTokenizer, PiecesConcatenateToTheText) {
   std::mt19937 rng(1234);
   for (int i = 0; i < 300; ++i) {

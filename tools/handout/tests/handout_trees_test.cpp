@@ -4,8 +4,8 @@
 //   - tests of earlier milestones pass,
 //   - tests of the milestone and later ones fail cleanly: the binary runs to the end and reports
 //     GoogleTest failures (no build error, crash or timeout),
-//   - except test binaries that use no file with a stubbed region (a part the framework gives
-//     students, such as the tokenizer of milestone 1): those still pass.
+//   - except test binaries that use no file with a stubbed region (they test only a part the
+//     framework gives students): those still pass.
 //
 // The trees are built one after the other in the same folder, so each build only recompiles the
 // files that differ from the previous milestone's tree (and ccache, when installed, shares the
