@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -23,6 +24,7 @@
 #include <thread>
 
 #include "grading/results.h"
+#include "grading/sandbox.h"
 #include "tools/handout/process.h"
 #include "tools/handout/test_reports.h"
 
@@ -289,7 +291,11 @@ SubmissionPlan overlay_submission(handout::Tree& framework, const Rubric& rubric
       if (skipped_name(name)) it.disable_recursion_pending();
       continue;
     }
-    if (!it->is_regular_file()) continue;
+    if (!it->is_regular_file()) {
+      // Never opened: reading a FIFO would wait for a writer that never comes.
+      if (!skipped_name(name)) plan.ignored.emplace_back(rel, "not a regular file (a FIFO, socket or device)");
+      continue;
+    }
     const auto size = it->file_size(ec);
     if (ec || size > kMaxSubmissionFile) {
       plan.ignored.emplace_back(rel, "too large");
@@ -345,6 +351,27 @@ SubmissionPlan overlay_submission(handout::Tree& framework, const Rubric& rubric
 
 namespace {
 
+// A report file in the grader's reports folder, which the student user cannot reach, opened by
+// the grader and handed to the run as an inherited descriptor: the run can write its own report
+// through it and no other file, and nothing can write it before the run starts.
+class ReportFile {
+ public:
+  ReportFile(const fs::path& path, const Sandbox& sandbox) {
+    fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd_ < 0) throw GraderError("cannot create " + path.string() + ": " + std::strerror(errno));
+    sandbox.hand_over(fd_);
+  }
+  ~ReportFile() { close(fd_); }
+  ReportFile(const ReportFile&) = delete;
+  ReportFile& operator=(const ReportFile&) = delete;
+  int fd() const { return fd_; }
+  // The name the program opens it by (GoogleTest reopens its output file by name).
+  std::string path_for_child() const { return "/proc/self/fd/" + std::to_string(fd_); }
+
+ private:
+  int fd_ = -1;
+};
+
 struct Pipeline {
   const GradeOptions& opt;
   Rubric rubric;
@@ -353,6 +380,7 @@ struct Pipeline {
   std::string seed;
   std::ostringstream top;
   std::map<std::string, std::optional<std::string>> build_env;
+  Sandbox sandbox;  // how student code is built and run
 
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 
@@ -368,9 +396,11 @@ struct Pipeline {
   // A build's time limit: its own, or what is left before the deadline.
   double build_limit() const { return std::max(1.0, std::min(opt.build_timeout_s, time_left())); }
 
-  handout::RunResult run_logged(const std::vector<std::string>& argv, const fs::path& log, double timeout_s) {
+  // `student`: the command compiles student code, so it goes through the sandbox.
+  handout::RunResult run_logged(const std::vector<std::string>& argv, const fs::path& log, double timeout_s,
+                                bool student = false) {
     handout::RunOptions r;
-    r.argv = argv;
+    r.argv = student ? sandbox.wrap(argv) : argv;
     r.cwd = tree_dir;
     r.env = build_env;
     r.timeout_s = timeout_s;
@@ -461,7 +491,32 @@ struct Pipeline {
     const int jobs = opt.jobs > 0 ? opt.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     argv.push_back("-j");
     argv.push_back(std::to_string(jobs));
-    const handout::RunResult r = run_logged(argv, work / "build.log", build_limit());
+    // The student user owns the build folder (and a compiler cache of its own) while it builds,
+    // and nothing of the grader's; afterwards the grader takes both back, so that the test runs
+    // cannot replace the programs still to run.
+    const fs::path home = work / "student-build", cache = work / "student-ccache";
+    sandbox.private_folder(home);
+    fs::create_directories(cache);
+    sandbox.give(build_dir);
+    sandbox.give(cache);
+    auto env = build_env;
+    if (!sandbox.user.empty()) {
+      build_env["HOME"] = home.string();
+      build_env["TMPDIR"] = home.string();
+      build_env["CCACHE_DIR"] = cache.string();
+    }
+    handout::RunResult r;
+    try {
+      r = run_logged(argv, work / "build.log", build_limit(), true);
+    } catch (...) {
+      build_env = env;
+      throw;
+    }
+    build_env = env;
+    sandbox.take_back(build_dir);
+    sandbox.take_back(cache);
+    std::error_code ec;
+    fs::remove_all(home, ec);
     seconds = r.seconds;
     ok = r.succeeded();
     if (!ok) {
@@ -480,16 +535,25 @@ struct Pipeline {
       return json::array();
     }
     const fs::path report = reports_dir / "benchmark.json";
+    const ReportFile report_fd(report, sandbox);
     handout::RunOptions r;
     r.argv = {(build_dir / "bin" / rubric.benchmark.target).string()};
     r.argv.insert(r.argv.end(), rubric.benchmark.args.begin(), rubric.benchmark.args.end());
     r.argv.push_back("--json");
-    r.argv.push_back(report.string());
+    r.argv.push_back(report_fd.path_for_child());
+    r.argv = sandbox.wrap(r.argv);
+    r.keep_fds = {report_fd.fd()};
+    const fs::path home = work / "student-benchmark";
+    sandbox.private_folder(home);
+    r.env["HOME"] = home.string();
+    r.env["TMPDIR"] = home.string();
     r.cwd = build_dir;
     r.timeout_s = rubric.benchmark.timeout_s;
     r.output_file = reports_dir / "benchmark.log";
     r.max_output = 16 * 1024;
     const handout::RunResult run = handout::run_process(r);
+    std::error_code ec;
+    fs::remove_all(home, ec);
     json board = json::array();
     try {
       const json doc = json::parse(handout::read_file(report));
@@ -512,7 +576,10 @@ struct Pipeline {
   std::string clean(const std::string& s) const {
     std::string out = replace_all(replace_all(s, tree_dir.string() + "/", ""), tree_dir.string(), ".");
     const std::string source = fs::weakly_canonical(opt.source).string();
-    return replace_all(out, source + "/", "");
+    out = replace_all(out, source + "/", "");
+    // Student code in a hidden test's process can read the seed there and print it; the output
+    // never shows it as it is.
+    return seed.empty() ? out : replace_all(out, seed, "[the hidden tests' seed]");
   }
 };
 
@@ -577,13 +644,23 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
   p.tree_dir = p.work / "tree";
   p.build_dir = p.tree_dir / "build";
   p.reports_dir = p.work / "reports";
+  p.sandbox = make_sandbox(opt.student_user);
   handout::sync_tree(framework, p.tree_dir);
   fs::remove_all(p.reports_dir);
   fs::create_directories(p.reports_dir);
+  // The student user reads the tree and runs its programs, and writes nothing of it: the reports
+  // (and the logs of every run) are the grader's alone. A build folder left by an earlier grading
+  // is taken back first, whatever state it was left in.
+  if (!p.sandbox.user.empty()) {
+    fs::permissions(p.work, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                fs::perms::others_read | fs::perms::others_exec);
+    fs::permissions(p.reports_dir, fs::perms::owner_all);
+    if (fs::exists(p.build_dir)) p.sandbox.take_back(p.build_dir);
+  }
 
   p.top << "Clockwork autograder: " << (p.backend == "cuda" ? "GPU (nvcc)" : "CPU backend (cudasim)")
         << (opt.hidden ? ", public and hidden tests" : ", public tests") << ".\n"
-        << plan.describe();
+        << p.sandbox.describe() << plan.describe();
 
   // Where the time goes, for the staff (stderr): a grading should take well under a minute once
   // the framework is built.
@@ -676,10 +753,13 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
   auto run_test = [&](size_t i, const handout::CtestTest* c, const std::string& suffix) {
     const RubricTest& t = p.rubric.tests[i];
     const fs::path report = p.reports_dir / (std::to_string(i) + suffix + ".json");
+    const ReportFile report_fd(report, p.sandbox);
     handout::RunOptions r;
     r.argv = c->command;
     r.argv.push_back("--gtest_filter=" + t.filter);
-    r.argv.push_back("--gtest_output=json:" + report.string());
+    r.argv.push_back("--gtest_output=json:" + report_fd.path_for_child());
+    r.argv = p.sandbox.wrap(r.argv);
+    r.keep_fds = {report_fd.fd()};
     r.cwd = c->working_directory.empty() ? p.build_dir : c->working_directory;
     // The grader's own environment must not steer the tests (the test's own does: a checked run
     // sets CUDASIM_CHECK and CUDASIM_ORDER).
@@ -697,8 +777,24 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
     r.output_file = p.reports_dir / (std::to_string(i) + suffix + ".log");
     r.max_output = 64 * 1024;
     r.max_file_bytes = kMaxTestOutputFile;
+    // A private home and temporary folder, the only places the run may write.
+    const fs::path home = p.work / "student-runs" / (std::to_string(i) + suffix);
+    p.sandbox.private_folder(home);
+    r.env["HOME"] = home.string();
+    r.env["TMPDIR"] = home.string();
     const handout::RunResult run = handout::run_process(r);
-    TestOutcome o = judge_run(t, run, handout::read_gtest_report(report));
+    std::error_code ec;
+    fs::remove_all(home, ec);
+    const handout::GtestReport parsed = handout::read_gtest_report(report);
+    TestOutcome o = judge_run(t, run, parsed);
+    if (o.passed) {
+      // The report is believed only where it agrees with what the grader saw of the run.
+      const std::string disagreement = report_disagreement(parsed, cases_passed_in_output(r.output_file));
+      if (!disagreement.empty()) {
+        o.passed = false;
+        o.output = disagreement + "\n" + o.output;
+      }
+    }
     o.output = p.clean(o.output);
     return o;
   };
