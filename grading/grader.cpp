@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -435,6 +436,76 @@ struct Pipeline {
     framework = fw;
   }
 
+  // With a student user, what a submission must not read is made unreadable to it (the owner,
+  // root, keeps every right): in the solution tree, the solution versions of the student files and
+  // the instructor-only files (hidden tests, their rubric); in the framework build, the rewritten
+  // solution sources and the objects compiled from student files, unless the submitted file is the
+  // solution itself (the grading build then reuses its object, and the student already has it);
+  // in the tree copy, the hidden tests' sources and rubric when the framework build's objects of
+  // them are reused (the grading build then never reads them). The framework's own objects and
+  // programs, which the grading links, stay readable.
+  void protect_secrets(const handout::Tree& tree, const fs::path& source) {
+    if (sandbox.user.empty()) return;
+    auto hide = [](const fs::path& path) {
+      struct stat st{};
+      if (lstat(path.c_str(), &st) == 0 && !S_ISLNK(st.st_mode)) chmod(path.c_str(), st.st_mode & 0700);
+    };
+    // Permissions are left as they are after a grading: what an earlier grading hid, this one may
+    // need to read.
+    auto reveal = [](const fs::path& path) {
+      struct stat st{};
+      if (lstat(path.c_str(), &st) == 0 && !S_ISLNK(st.st_mode)) chmod(path.c_str(), (st.st_mode & 07777) | 0044);
+    };
+    std::set<std::string> filenames_elsewhere;  // file names of framework files
+    std::vector<std::string> instructor;
+    for (const handout::TreeFile& f : tree.files) {
+      if (handout::is_instructor_only(f.path, f.content)) instructor.push_back(f.path);
+      if (!rubric.is_student_file(f.path)) filenames_elsewhere.insert(fs::path(f.path).filename().string());
+    }
+    std::set<std::string> submitted_solution;  // student files submitted exactly as the solution has them
+    for (const std::string& path : rubric.student_files) {
+      const handout::TreeFile* f = tree.find(path);
+      std::error_code ec;
+      if (f && fs::is_regular_file(source / path, ec) && handout::read_file(source / path) == f->content) {
+        submitted_solution.insert(path);
+      }
+      hide(source / path);
+    }
+    for (const std::string& path : instructor) {
+      hide(source / path);
+      if (!framework.empty() && fs::path(path).filename() != "CMakeLists.txt") hide(tree_dir / path);
+    }
+    if (framework.empty()) return;
+    // The framework build's files that come from a student file: "<dir>/<file>." in their path
+    // (cudasim-gen/kernels/rmsnorm.cu.cpp, .../milestone2/qkv.cpp.o), or a name that starts with
+    // "<file>." when no framework file has that name (.../clockwork_kernels_cuda.dir/rmsnorm.cu.o).
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(framework, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      if (it->is_directory(ec) && !it->is_symlink(ec)) {
+        // Another build or work folder inside this one (a grading's, a test's): not the framework's.
+        if (fs::exists(it->path() / "CMakeCache.txt") || fs::exists(it->path() / ".grade.lock")) {
+          it.disable_recursion_pending();
+        }
+        continue;
+      }
+      const std::string rel = it->path().lexically_relative(framework).generic_string();
+      const std::string name = it->path().filename().string();
+      for (const std::string& student : rubric.student_files) {
+        const std::string file = fs::path(student).filename().string();
+        if (rel.find(student + ".") != std::string::npos ||
+            (name.rfind(file + ".", 0) == 0 && filenames_elsewhere.count(file) == 0)) {
+          if (submitted_solution.count(student)) {
+            reveal(it->path());
+          } else {
+            hide(it->path());
+          }
+          break;
+        }
+      }
+    }
+  }
+
   // Configures the framework copy (always: cheap next to a build, and it follows any change of
   // the tree such as the hidden tests coming or going). With a framework build to reuse, a
   // configure that refuses it (different framework files, compiler or flags) is repeated without.
@@ -455,6 +526,9 @@ struct Pipeline {
   }
 
   bool configure_with(const fs::path& fw) {
+    // Builds compile student code, which may read the environment of the compiler (an #include of
+    // /proc/self/environ shows it in the error messages): the seed is never in it.
+    build_env["CLOCKWORK_HIDDEN_SEED"] = std::nullopt;
     std::vector<std::string> argv = {opt.cmake, "-S", tree_dir.string(), "-B", build_dir.string(),
                                      "-DCLOCKWORK_FRAMEWORK_BUILD=" + fw.string()};
     // Reused objects fix the build type (the framework's); otherwise the project's default.
@@ -656,6 +730,19 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
                                 fs::perms::others_read | fs::perms::others_exec);
     fs::permissions(p.reports_dir, fs::perms::owner_all);
     if (fs::exists(p.build_dir)) p.sandbox.take_back(p.build_dir);
+    // The student user builds and runs in the work folder, and links the framework build's
+    // objects: both must be reachable through folders anyone may enter.
+    for (const fs::path& dir : {p.work, opt.framework_build.empty() ? p.work : fs::weakly_canonical(opt.framework_build)}) {
+      for (fs::path up = dir.parent_path(); !up.empty(); up = up.parent_path()) {
+        struct stat st{};
+        if (stat(up.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+          throw GraderError("the student user '" + p.sandbox.user + "' cannot reach " + dir.string() + ": " +
+                            up.string() + " may not be entered by other users (chmod o+x " + up.string() +
+                            ", or use a folder elsewhere)");
+        }
+        if (up == up.root_path()) break;
+      }
+    }
   }
 
   p.top << "Clockwork autograder: " << (p.backend == "cuda" ? "GPU (nvcc)" : "CPU backend (cudasim)")
@@ -676,6 +763,7 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
   p.prepare_framework();
   phase("framework up to date");
   p.configure();
+  p.protect_secrets(framework, source);
   phase(p.framework.empty() ? "configure" : "configure (reusing the framework's objects)");
   const std::vector<handout::CtestTest> ctests = handout::list_ctest_tests(opt.ctest, p.build_dir);
 

@@ -68,6 +68,8 @@ int main(int argc, char** argv) {
   o.deadline_s = 2100;
   fs::path out;
   if (const char* s = std::getenv("CLOCKWORK_HIDDEN_SEED")) o.seed = s;
+  // No child inherits it: builds compile student code, which could read their environment.
+  unsetenv("CLOCKWORK_HIDDEN_SEED");
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : std::string(); };

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <sys/stat.h>
 #include <thread>
@@ -580,6 +581,36 @@ struct Snoop {
   EXPECT_EQ(text.find(seed), std::string::npos) << "the seed is in results.json:\n" << results.dump(2);
   // The snooping ran and was shown (its output is the end of a crashed test's output).
   EXPECT_NE(text.find("/proc/"), std::string::npos) << results.dump(2);
+}
+
+TEST_F(Cheat, IncludesSolutionFiles) {
+  // The solution's own embedding kernel, and the framework build's rewritten solution of matmul,
+  // included by absolute path in place of the work.
+  const fs::path framework_build = fs::path(grade_).parent_path().parent_path();
+  const fs::path solution = source_ / "kernels/embedding.cu";
+  const fs::path rewritten = framework_build / "cudasim-gen/kernels/matmul.cu.cpp";
+  ASSERT_TRUE(fs::exists(rewritten)) << rewritten;
+  const fs::path sub = cheating_submission("cheat-include", "");
+  std::ofstream(sub / "kernels/embedding.cu", std::ios::trunc) << "#include \"" << solution.string() << "\"\n";
+  std::ofstream(sub / "kernels/matmul.cu", std::ios::trunc) << "#include \"" << rewritten.string() << "\"\n";
+  const json results = grade_cheat(sub, 0);
+  std::string shown = results["output"];
+  for (const json& t : results["tests"]) shown += t["output"].get<std::string>();
+  EXPECT_NE(shown.find("Permission denied"), std::string::npos) << shown;
+  // No line of the solution region is shown.
+  const std::string text = handout::read_file(solution);
+  const size_t begin = text.find("BEGIN SOLUTION"), end = text.find("END SOLUTION");
+  ASSERT_TRUE(begin != std::string::npos && end != std::string::npos);
+  std::istringstream region(text.substr(begin, end - begin));
+  std::string line;
+  size_t checked = 0;
+  while (std::getline(region, line)) {
+    line.erase(0, line.find_first_not_of(' '));
+    if (line.size() < 20 || line.find("SOLUTION") != std::string::npos) continue;
+    ++checked;
+    EXPECT_EQ(shown.find(line), std::string::npos) << "solution text shown: " << line;
+  }
+  EXPECT_GT(checked, 0u);
 }
 
 TEST_F(Cheat, FifoInSubmission) {
