@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -23,6 +25,7 @@
 #include <thread>
 
 #include "grading/results.h"
+#include "grading/sandbox.h"
 #include "tools/handout/process.h"
 #include "tools/handout/test_reports.h"
 
@@ -289,7 +292,11 @@ SubmissionPlan overlay_submission(handout::Tree& framework, const Rubric& rubric
       if (skipped_name(name)) it.disable_recursion_pending();
       continue;
     }
-    if (!it->is_regular_file()) continue;
+    if (!it->is_regular_file()) {
+      // Never opened: reading a FIFO would wait for a writer that never comes.
+      if (!skipped_name(name)) plan.ignored.emplace_back(rel, "not a regular file (a FIFO, socket or device)");
+      continue;
+    }
     const auto size = it->file_size(ec);
     if (ec || size > kMaxSubmissionFile) {
       plan.ignored.emplace_back(rel, "too large");
@@ -345,6 +352,27 @@ SubmissionPlan overlay_submission(handout::Tree& framework, const Rubric& rubric
 
 namespace {
 
+// A report file in the grader's reports folder, which the student user cannot reach, opened by
+// the grader and handed to the run as an inherited descriptor: the run can write its own report
+// through it and no other file, and nothing can write it before the run starts.
+class ReportFile {
+ public:
+  ReportFile(const fs::path& path, const Sandbox& sandbox) {
+    fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd_ < 0) throw GraderError("cannot create " + path.string() + ": " + std::strerror(errno));
+    sandbox.hand_over(fd_);
+  }
+  ~ReportFile() { close(fd_); }
+  ReportFile(const ReportFile&) = delete;
+  ReportFile& operator=(const ReportFile&) = delete;
+  int fd() const { return fd_; }
+  // The name the program opens it by (GoogleTest reopens its output file by name).
+  std::string path_for_child() const { return "/proc/self/fd/" + std::to_string(fd_); }
+
+ private:
+  int fd_ = -1;
+};
+
 struct Pipeline {
   const GradeOptions& opt;
   Rubric rubric;
@@ -353,6 +381,7 @@ struct Pipeline {
   std::string seed;
   std::ostringstream top;
   std::map<std::string, std::optional<std::string>> build_env;
+  Sandbox sandbox;  // how student code is built and run
 
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 
@@ -368,9 +397,11 @@ struct Pipeline {
   // A build's time limit: its own, or what is left before the deadline.
   double build_limit() const { return std::max(1.0, std::min(opt.build_timeout_s, time_left())); }
 
-  handout::RunResult run_logged(const std::vector<std::string>& argv, const fs::path& log, double timeout_s) {
+  // `student`: the command compiles student code, so it goes through the sandbox.
+  handout::RunResult run_logged(const std::vector<std::string>& argv, const fs::path& log, double timeout_s,
+                                bool student = false) {
     handout::RunOptions r;
-    r.argv = argv;
+    r.argv = student ? sandbox.wrap(argv) : argv;
     r.cwd = tree_dir;
     r.env = build_env;
     r.timeout_s = timeout_s;
@@ -405,6 +436,76 @@ struct Pipeline {
     framework = fw;
   }
 
+  // With a student user, what a submission must not read is made unreadable to it (the owner,
+  // root, keeps every right): in the solution tree, the solution versions of the student files and
+  // the instructor-only files (hidden tests, their rubric); in the framework build, the rewritten
+  // solution sources and the objects compiled from student files, unless the submitted file is the
+  // solution itself (the grading build then reuses its object, and the student already has it);
+  // in the tree copy, the hidden tests' sources and rubric when the framework build's objects of
+  // them are reused (the grading build then never reads them). The framework's own objects and
+  // programs, which the grading links, stay readable.
+  void protect_secrets(const handout::Tree& tree, const fs::path& source) {
+    if (sandbox.user.empty()) return;
+    auto hide = [](const fs::path& path) {
+      struct stat st{};
+      if (lstat(path.c_str(), &st) == 0 && !S_ISLNK(st.st_mode)) chmod(path.c_str(), st.st_mode & 0700);
+    };
+    // Permissions are left as they are after a grading: what an earlier grading hid, this one may
+    // need to read.
+    auto reveal = [](const fs::path& path) {
+      struct stat st{};
+      if (lstat(path.c_str(), &st) == 0 && !S_ISLNK(st.st_mode)) chmod(path.c_str(), (st.st_mode & 07777) | 0044);
+    };
+    std::set<std::string> filenames_elsewhere;  // file names of framework files
+    std::vector<std::string> instructor;
+    for (const handout::TreeFile& f : tree.files) {
+      if (handout::is_instructor_only(f.path, f.content)) instructor.push_back(f.path);
+      if (!rubric.is_student_file(f.path)) filenames_elsewhere.insert(fs::path(f.path).filename().string());
+    }
+    std::set<std::string> submitted_solution;  // student files submitted exactly as the solution has them
+    for (const std::string& path : rubric.student_files) {
+      const handout::TreeFile* f = tree.find(path);
+      std::error_code ec;
+      if (f && fs::is_regular_file(source / path, ec) && handout::read_file(source / path) == f->content) {
+        submitted_solution.insert(path);
+      }
+      hide(source / path);
+    }
+    for (const std::string& path : instructor) {
+      hide(source / path);
+      if (!framework.empty() && fs::path(path).filename() != "CMakeLists.txt") hide(tree_dir / path);
+    }
+    if (framework.empty()) return;
+    // The framework build's files that come from a student file: "<dir>/<file>." in their path
+    // (cudasim-gen/kernels/rmsnorm.cu.cpp, .../milestone2/qkv.cpp.o), or a name that starts with
+    // "<file>." when no framework file has that name (.../clockwork_kernels_cuda.dir/rmsnorm.cu.o).
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(framework, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      if (it->is_directory(ec) && !it->is_symlink(ec)) {
+        // Another build or work folder inside this one (a grading's, a test's): not the framework's.
+        if (fs::exists(it->path() / "CMakeCache.txt") || fs::exists(it->path() / ".grade.lock")) {
+          it.disable_recursion_pending();
+        }
+        continue;
+      }
+      const std::string rel = it->path().lexically_relative(framework).generic_string();
+      const std::string name = it->path().filename().string();
+      for (const std::string& student : rubric.student_files) {
+        const std::string file = fs::path(student).filename().string();
+        if (rel.find(student + ".") != std::string::npos ||
+            (name.rfind(file + ".", 0) == 0 && filenames_elsewhere.count(file) == 0)) {
+          if (submitted_solution.count(student)) {
+            reveal(it->path());
+          } else {
+            hide(it->path());
+          }
+          break;
+        }
+      }
+    }
+  }
+
   // Configures the framework copy (always: cheap next to a build, and it follows any change of
   // the tree such as the hidden tests coming or going). With a framework build to reuse, a
   // configure that refuses it (different framework files, compiler or flags) is repeated without.
@@ -425,6 +526,9 @@ struct Pipeline {
   }
 
   bool configure_with(const fs::path& fw) {
+    // Builds compile student code, which may read the environment of the compiler (an #include of
+    // /proc/self/environ shows it in the error messages): the seed is never in it.
+    build_env["CLOCKWORK_HIDDEN_SEED"] = std::nullopt;
     std::vector<std::string> argv = {opt.cmake, "-S", tree_dir.string(), "-B", build_dir.string(),
                                      "-DCLOCKWORK_FRAMEWORK_BUILD=" + fw.string()};
     // Reused objects fix the build type (the framework's); otherwise the project's default.
@@ -461,7 +565,32 @@ struct Pipeline {
     const int jobs = opt.jobs > 0 ? opt.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     argv.push_back("-j");
     argv.push_back(std::to_string(jobs));
-    const handout::RunResult r = run_logged(argv, work / "build.log", build_limit());
+    // The student user owns the build folder (and a compiler cache of its own) while it builds,
+    // and nothing of the grader's; afterwards the grader takes both back, so that the test runs
+    // cannot replace the programs still to run.
+    const fs::path home = work / "student-build", cache = work / "student-ccache";
+    sandbox.private_folder(home);
+    fs::create_directories(cache);
+    sandbox.give(build_dir);
+    sandbox.give(cache);
+    auto env = build_env;
+    if (!sandbox.user.empty()) {
+      build_env["HOME"] = home.string();
+      build_env["TMPDIR"] = home.string();
+      build_env["CCACHE_DIR"] = cache.string();
+    }
+    handout::RunResult r;
+    try {
+      r = run_logged(argv, work / "build.log", build_limit(), true);
+    } catch (...) {
+      build_env = env;
+      throw;
+    }
+    build_env = env;
+    sandbox.take_back(build_dir);
+    sandbox.take_back(cache);
+    std::error_code ec;
+    fs::remove_all(home, ec);
     seconds = r.seconds;
     ok = r.succeeded();
     if (!ok) {
@@ -480,16 +609,25 @@ struct Pipeline {
       return json::array();
     }
     const fs::path report = reports_dir / "benchmark.json";
+    const ReportFile report_fd(report, sandbox);
     handout::RunOptions r;
     r.argv = {(build_dir / "bin" / rubric.benchmark.target).string()};
     r.argv.insert(r.argv.end(), rubric.benchmark.args.begin(), rubric.benchmark.args.end());
     r.argv.push_back("--json");
-    r.argv.push_back(report.string());
+    r.argv.push_back(report_fd.path_for_child());
+    r.argv = sandbox.wrap(r.argv);
+    r.keep_fds = {report_fd.fd()};
+    const fs::path home = work / "student-benchmark";
+    sandbox.private_folder(home);
+    r.env["HOME"] = home.string();
+    r.env["TMPDIR"] = home.string();
     r.cwd = build_dir;
     r.timeout_s = rubric.benchmark.timeout_s;
     r.output_file = reports_dir / "benchmark.log";
     r.max_output = 16 * 1024;
     const handout::RunResult run = handout::run_process(r);
+    std::error_code ec;
+    fs::remove_all(home, ec);
     json board = json::array();
     try {
       const json doc = json::parse(handout::read_file(report));
@@ -512,7 +650,10 @@ struct Pipeline {
   std::string clean(const std::string& s) const {
     std::string out = replace_all(replace_all(s, tree_dir.string() + "/", ""), tree_dir.string(), ".");
     const std::string source = fs::weakly_canonical(opt.source).string();
-    return replace_all(out, source + "/", "");
+    out = replace_all(out, source + "/", "");
+    // Student code in a hidden test's process can read the seed there and print it; the output
+    // never shows it as it is.
+    return seed.empty() ? out : replace_all(out, seed, "[the hidden tests' seed]");
   }
 };
 
@@ -577,13 +718,36 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
   p.tree_dir = p.work / "tree";
   p.build_dir = p.tree_dir / "build";
   p.reports_dir = p.work / "reports";
+  p.sandbox = make_sandbox(opt.student_user);
   handout::sync_tree(framework, p.tree_dir);
   fs::remove_all(p.reports_dir);
   fs::create_directories(p.reports_dir);
+  // The student user reads the tree and runs its programs, and writes nothing of it: the reports
+  // (and the logs of every run) are the grader's alone. A build folder left by an earlier grading
+  // is taken back first, whatever state it was left in.
+  if (!p.sandbox.user.empty()) {
+    fs::permissions(p.work, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                fs::perms::others_read | fs::perms::others_exec);
+    fs::permissions(p.reports_dir, fs::perms::owner_all);
+    if (fs::exists(p.build_dir)) p.sandbox.take_back(p.build_dir);
+    // The student user builds and runs in the work folder, and links the framework build's
+    // objects: both must be reachable through folders anyone may enter.
+    for (const fs::path& dir : {p.work, opt.framework_build.empty() ? p.work : fs::weakly_canonical(opt.framework_build)}) {
+      for (fs::path up = dir.parent_path(); !up.empty(); up = up.parent_path()) {
+        struct stat st{};
+        if (stat(up.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+          throw GraderError("the student user '" + p.sandbox.user + "' cannot reach " + dir.string() + ": " +
+                            up.string() + " may not be entered by other users (chmod o+x " + up.string() +
+                            ", or use a folder elsewhere)");
+        }
+        if (up == up.root_path()) break;
+      }
+    }
+  }
 
   p.top << "Clockwork autograder: " << (p.backend == "cuda" ? "GPU (nvcc)" : "CPU backend (cudasim)")
         << (opt.hidden ? ", public and hidden tests" : ", public tests") << ".\n"
-        << plan.describe();
+        << p.sandbox.describe() << plan.describe();
 
   // Where the time goes, for the staff (stderr): a grading should take well under a minute once
   // the framework is built.
@@ -599,6 +763,7 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
   p.prepare_framework();
   phase("framework up to date");
   p.configure();
+  p.protect_secrets(framework, source);
   phase(p.framework.empty() ? "configure" : "configure (reusing the framework's objects)");
   const std::vector<handout::CtestTest> ctests = handout::list_ctest_tests(opt.ctest, p.build_dir);
 
@@ -676,10 +841,13 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
   auto run_test = [&](size_t i, const handout::CtestTest* c, const std::string& suffix) {
     const RubricTest& t = p.rubric.tests[i];
     const fs::path report = p.reports_dir / (std::to_string(i) + suffix + ".json");
+    const ReportFile report_fd(report, p.sandbox);
     handout::RunOptions r;
     r.argv = c->command;
     r.argv.push_back("--gtest_filter=" + t.filter);
-    r.argv.push_back("--gtest_output=json:" + report.string());
+    r.argv.push_back("--gtest_output=json:" + report_fd.path_for_child());
+    r.argv = p.sandbox.wrap(r.argv);
+    r.keep_fds = {report_fd.fd()};
     r.cwd = c->working_directory.empty() ? p.build_dir : c->working_directory;
     // The grader's own environment must not steer the tests (the test's own does: a checked run
     // sets CUDASIM_CHECK and CUDASIM_ORDER).
@@ -697,8 +865,24 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
     r.output_file = p.reports_dir / (std::to_string(i) + suffix + ".log");
     r.max_output = 64 * 1024;
     r.max_file_bytes = kMaxTestOutputFile;
+    // A private home and temporary folder, the only places the run may write.
+    const fs::path home = p.work / "student-runs" / (std::to_string(i) + suffix);
+    p.sandbox.private_folder(home);
+    r.env["HOME"] = home.string();
+    r.env["TMPDIR"] = home.string();
     const handout::RunResult run = handout::run_process(r);
-    TestOutcome o = judge_run(t, run, handout::read_gtest_report(report));
+    std::error_code ec;
+    fs::remove_all(home, ec);
+    const handout::GtestReport parsed = handout::read_gtest_report(report);
+    TestOutcome o = judge_run(t, run, parsed);
+    if (o.passed) {
+      // The report is believed only where it agrees with what the grader saw of the run.
+      const std::string disagreement = report_disagreement(parsed, cases_passed_in_output(r.output_file));
+      if (!disagreement.empty()) {
+        o.passed = false;
+        o.output = disagreement + "\n" + o.output;
+      }
+    }
     o.output = p.clean(o.output);
     return o;
   };

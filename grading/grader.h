@@ -43,6 +43,9 @@ struct GradeOptions {
   /// run marked as such), so that a grader killed from outside still leaves a valid document.
   /// Calls are serialised.
   std::function<void(const nlohmann::json&)> on_progress;
+  /// When the grader runs as root, the unprivileged user every build and run of student code uses
+  /// (created when missing); see grading/sandbox.h. Empty: student code runs as the grader.
+  std::string student_user = "clockwork-student";
 };
 
 /// Which of the submission's files are used, and why the others are not.

@@ -2,7 +2,7 @@
 //
 //   clockwork-grade --submission DIR --out results.json [--rubric FILE] [--hidden] [--timeout S]
 //                   [--source ROOT] [--work DIR] [--seed S] [--backend auto|sim|cuda] [--jobs N]
-//                   [--framework-build DIR | --no-framework-build]
+//                   [--framework-build DIR | --no-framework-build] [--student-user NAME]
 //
 // A results.json is written whatever happens: a build error, a crash or a hang only costs points.
 #include <cstdlib>
@@ -47,6 +47,8 @@ int usage(const std::string& why) {
          "  --no-framework-build  compile the whole framework in the work folder instead\n"
          "  --backend B           auto (GPU when there is one), sim or cuda\n"
          "  --jobs N              parallel compile jobs (default: one per CPU)\n"
+         "  --student-user NAME   when run as root, the unprivileged user that builds and runs the\n"
+         "                        submission, created when missing (default: clockwork-student)\n"
          "  --cmake PATH, --ctest PATH, --no-ccache, --build-timeout S\n";
   return 2;
 }
@@ -66,6 +68,8 @@ int main(int argc, char** argv) {
   o.deadline_s = 2100;
   fs::path out;
   if (const char* s = std::getenv("CLOCKWORK_HIDDEN_SEED")) o.seed = s;
+  // No child inherits it: builds compile student code, which could read their environment.
+  unsetenv("CLOCKWORK_HIDDEN_SEED");
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : std::string(); };
@@ -111,6 +115,9 @@ int main(int argc, char** argv) {
       o.cmake = value();
     } else if (a == "--ctest") {
       o.ctest = value();
+    } else if (a == "--student-user") {
+      o.student_user = value();
+      if (o.student_user.empty()) return usage("--student-user needs a user name");
     } else if (a == "--no-ccache") {
       o.ccache = false;
     } else if (a == "--help" || a == "-h") {

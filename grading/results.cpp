@@ -4,6 +4,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 
 namespace clockwork::grading {
@@ -46,6 +47,47 @@ std::string unfinished_case(const std::string& output) {
     if (output.find(std::string(closing) + name, start) != std::string::npos) return {};
   }
   return name;
+}
+
+std::set<std::string> cases_passed_in_output(const std::filesystem::path& log) {
+  std::set<std::string> names;
+  std::ifstream in(log, std::ios::binary);
+  const std::string ok = "[       OK ] ";
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t at = line.find(ok);
+    if (at == std::string::npos) continue;
+    const size_t start = at + ok.size();
+    const size_t end = line.find(" (", start);
+    names.insert(line.substr(start, end == std::string::npos ? std::string::npos : end - start));
+  }
+  return names;
+}
+
+std::string report_disagreement(const handout::GtestReport& report, const std::set<std::string>& passed_in_output) {
+  std::vector<std::string> unstarted, unseen;
+  for (const handout::CaseResult& c : report.cases) {
+    if (!c.passed()) continue;
+    if (!c.started) {
+      unstarted.push_back(c.name);
+    } else if (passed_in_output.count(c.name) == 0) {
+      unseen.push_back(c.name);
+    }
+  }
+  std::ostringstream out;
+  if (!unstarted.empty()) {
+    out << "GoogleTest lists " << unstarted.front() << (unstarted.size() > 1 ? " and others" : "")
+        << " as passed, but never started " << (unstarted.size() > 1 ? "them" : "it")
+        << ": something skipped or stopped the tests before they ran (a global test environment that calls "
+           "GTEST_SKIP, for instance). Tests that do not run earn no points.\n";
+  } else if (!unseen.empty()) {
+    out << "The test report says that " << unseen.front() << (unseen.size() > 1 ? " and others" : "")
+        << " passed, but the program's output never shows GoogleTest running "
+        << (unseen.size() > 1 ? "them" : "it")
+        << ": the report was not written by the tests (code that writes a report and ends the program early, "
+           "for instance). Tests that do not run earn no points.\n";
+  }
+  return out.str();
 }
 
 TestOutcome not_run(const std::string& why) {

@@ -3,7 +3,9 @@
 /// the size limits of every text field, and the leaderboard.
 #pragma once
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,17 @@ struct TestOutcome {
 TestOutcome judge_run(const RubricTest& test, const handout::RunResult& run, const handout::GtestReport& report);
 
 /// The same verdict for a test that could not run at all (`why`).
+/// Names of the test cases that GoogleTest's own output in the file `log` shows passing
+/// ("[       OK ] Suite.Case (12 ms)").
+std::set<std::string> cases_passed_in_output(const std::filesystem::path& log);
+
+/// Cross-checks the report of a run that passed against what the grader saw of the run: every
+/// case was started by GoogleTest (a global test environment that skips leaves them listed as run
+/// but never started), and the program's own output shows each passing case (a report written by
+/// other code, which then ends the program, does not). "" when they agree, else the failure
+/// message for the student.
+std::string report_disagreement(const handout::GtestReport& report, const std::set<std::string>& passed_in_output);
+
 TestOutcome not_run(const std::string& why);
 
 /// The GoogleTest case that started last and never finished in `output` (the text GoogleTest

@@ -4,7 +4,9 @@
 //   - a kernel that segfaults or aborts fails only the tests that run it;
 //   - a submission that does not compile scores 0 and shows the compiler's error;
 //   - a kernel that never returns is stopped by the time limit and fails only its tests;
-//   - modified tests, CMake files or rubric in a submission are ignored, and the output says so.
+//   - modified tests, CMake files or rubric in a submission are ignored, and the output says so;
+//   - cheats (Cheat*): submissions that try to get points without the work, or to read secrets,
+//     score what the work deserves (0 for the stubs) and show no seed in results.json.
 // Every grading shares one work folder, so a grading only recompiles what its submission changed.
 #include <gtest/gtest.h>
 
@@ -14,7 +16,11 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
 
 #include "grading/rubric.h"
 #include "grading/tests/gradescope_format.h"
@@ -332,6 +338,292 @@ TEST_F(Grading, TamperedTests) {
     EXPECT_NE(out.find(path), std::string::npos) << path << "\n" << out;
   }
   EXPECT_NE(out.find("Ignored"), std::string::npos) << out;
+}
+
+// ---- cheats ---------------------------------------------------------------------------------------
+// Each starts from milestone 1's handout (stubs: the work deserves 0) with cheating code at the end
+// of a student file, graded with two tests of one test program so that a grading stays short.
+
+// A passing GoogleTest report of both tests, as a forger would write it.
+constexpr const char* kForgedReport =
+    R"({"tests":2,"failures":0,"disabled":0,"errors":0,"timestamp":"2026-01-01T00:00:00Z","time":"0.4s",)"
+    R"("name":"AllTests","testsuites":[{"name":"Embedding","tests":1,"failures":0,"disabled":0,"errors":0,)"
+    R"("time":"0.2s","testsuite":[{"name":"MatchesReference","status":"RUN","result":"COMPLETED",)"
+    R"("timestamp":"2026-01-01T00:00:00Z","time":"0.2s","classname":"Embedding"}]},{"name":"Matmul","tests":1,)"
+    R"("failures":0,"disabled":0,"errors":0,"time":"0.2s","testsuite":[{"name":"TiledMatchesReferenceOnAwkwardShapes",)"
+    R"("status":"RUN","result":"COMPLETED","timestamp":"2026-01-01T00:00:00Z","time":"0.2s","classname":"Matmul"}]}]})";
+
+class Cheat : public Grading {
+ protected:
+  void SetUp() override {
+    Grading::SetUp();
+    if (IsSkipped()) return;
+    if (geteuid() != 0) GTEST_SKIP() << "the grader isolates student code only when it runs as root";
+  }
+
+  fs::path cheat_rubric() {
+    const fs::path path = work_ / "cheat-rubric.json";
+    std::ofstream(path) << R"({
+      "timeout_s": 120,
+      "milestones": [
+        {"milestone": 1, "tests": [
+          {"name": "embedding", "binary": "milestone1_kernels", "filter": "Embedding.MatchesReference", "points": 1},
+          {"name": "matmul", "binary": "milestone1_kernels", "filter": "Matmul.TiledMatchesReferenceOnAwkwardShapes",
+           "points": 2}]}
+      ]})";
+    return path;
+  }
+
+  // Milestone 1's handout with `code` appended to kernels/embedding.cu.
+  fs::path cheating_submission(const std::string& name, const std::string& code) {
+    const fs::path dir = handout_tree(1);
+    const fs::path copy = work_ / "submissions" / name;
+    fs::remove_all(copy);
+    fs::copy(dir, copy, fs::copy_options::recursive);
+    std::ofstream(copy / "kernels/embedding.cu", std::ios::app) << "\n" << code << "\n";
+    return copy;
+  }
+
+  // Grades with the two-test rubric; checks the score and that the grading says how it isolated.
+  json grade_cheat(const fs::path& submission, double expected, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"--rubric", cheat_rubric().string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const json results = grade(submission, args);
+    EXPECT_DOUBLE_EQ(results.value("score", -1.0), expected) << results.dump(2);
+    const std::string out = results.value("output", "");
+    EXPECT_NE(out.find("as the unprivileged user"), std::string::npos) << out;
+    return results;
+  }
+
+  static std::string marker(const std::string& name) {
+    return "/tmp/clockwork-cheat-" + name + "-" + std::to_string(getpid());
+  }
+};
+
+TEST_F(Cheat, ForgedReportAndEarlyExit) {
+  // Before main(): writes a passing report where --gtest_output says, and ends the program.
+  const fs::path sub = cheating_submission("cheat-forged-report", std::string(R"CHEAT(
+#include <unistd.h>
+#include <fstream>
+#include <string>
+namespace {
+struct Forge {
+  Forge() {
+    std::ifstream in("/proc/self/cmdline", std::ios::binary);
+    std::string arg, out;
+    while (std::getline(in, arg, '\0')) {
+      if (arg.rfind("--gtest_output=json:", 0) == 0) out = arg.substr(20);
+    }
+    if (out.empty()) return;
+    std::ofstream(out) << R"FORGED()CHEAT") + kForgedReport + R"CHEAT()FORGED";
+    _exit(0);
+  }
+} forge;
+}  // namespace
+)CHEAT");
+  const json results = grade_cheat(sub, 0);
+  for (const json& t : results["tests"]) {
+    EXPECT_EQ(t["status"], "failed");
+    EXPECT_NE(t["output"].get<std::string>().find("never shows GoogleTest running"), std::string::npos) << t.dump(2);
+  }
+}
+
+TEST_F(Cheat, SkippingEnvironment) {
+  // A global test environment that skips everything: GoogleTest then lists every test as run and
+  // completed, with no failure.
+  const fs::path sub = cheating_submission("cheat-skip", R"CHEAT(
+#include <gtest/gtest.h>
+namespace {
+class SkipAll : public ::testing::Environment {
+ public:
+  void SetUp() override { GTEST_SKIP() << "nothing to see"; }
+};
+[[maybe_unused]] ::testing::Environment* const skip_all = ::testing::AddGlobalTestEnvironment(new SkipAll);
+}  // namespace
+)CHEAT");
+  const json results = grade_cheat(sub, 0);
+  for (const json& t : results["tests"]) {
+    EXPECT_EQ(t["status"], "failed");
+    EXPECT_NE(t["output"].get<std::string>().find("never started"), std::string::npos) << t.dump(2);
+  }
+}
+
+TEST_F(Cheat, SurvivorRewritesResults) {
+  // A process that leaves its test (fork, setsid, fork) and, every half second for a minute,
+  // says it is alive and tries to overwrite results.json with full marks.
+  const std::string alive = marker("survivor");
+  fs::remove(alive);
+  const fs::path results_path = work_ / "results.json";
+  const fs::path sub = cheating_submission("cheat-survivor", R"CHEAT(
+#include <unistd.h>
+#include <fstream>
+namespace {
+struct Survivor {
+  Survivor() {
+    if (fork() != 0) return;
+    setsid();
+    if (fork() != 0) _exit(0);
+    for (int i = 0; i < 120; ++i) {
+      std::ofstream(")CHEAT" + alive + R"CHEAT(", std::ios::trunc) << i;
+      std::ofstream(")CHEAT" + results_path.string() + R"CHEAT(", std::ios::trunc)
+          << R"({"score": 3, "output": "FORGED", "tests": []})";
+      usleep(500000);
+    }
+    _exit(0);
+  }
+} survivor;
+}  // namespace
+)CHEAT");
+  const json results = grade_cheat(sub, 0);
+  ASSERT_TRUE(fs::exists(alive)) << "the survivor never ran";
+  // Nothing of the submission is left running: the marker stops changing with the grading.
+  const std::string last = handout::read_file(alive);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_EQ(handout::read_file(alive), last) << "a process of the submission outlived the grading";
+  const std::string after = handout::read_file(results_path);
+  EXPECT_EQ(after.find("FORGED"), std::string::npos) << after;
+  EXPECT_EQ(json::parse(after)["score"], 0);
+  fs::remove(alive);
+}
+
+TEST_F(Cheat, ReplacesTestPrograms) {
+  // The first test run replaces every program beside its own (its own included) by a script that
+  // prints GoogleTest's lines and writes a passing report; one test at a time, so that the second
+  // test would run the script.
+  const std::string log = marker("replace");
+  fs::remove(log);
+  const std::string script = std::string(R"(#!/bin/sh
+for a; do case "$a" in --gtest_output=json:*) f="${a#--gtest_output=json:}";; esac; done
+echo '[       OK ] Embedding.MatchesReference (5 ms)'
+echo '[       OK ] Matmul.TiledMatchesReferenceOnAwkwardShapes (5 ms)'
+printf '%s' ')") + kForgedReport + R"(' > "$f"
+)";
+  const fs::path sub = cheating_submission("cheat-replace", R"CHEAT(
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+namespace {
+struct Replace {
+  Replace() {
+    namespace fs = std::filesystem;
+    std::ofstream log(")CHEAT" + log + R"CHEAT(", std::ios::app);
+    const fs::path self = fs::read_symlink("/proc/self/exe");
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(self.parent_path(), ec)) {
+      if (!e.is_regular_file()) continue;
+      const std::string fresh = e.path().string() + ".new";
+      {
+        std::ofstream script(fresh);
+        script << R"SCRIPT()CHEAT" + script + R"CHEAT()SCRIPT";
+        if (!script) { log << "refused " << e.path().filename().string() << "\n"; continue; }
+      }
+      chmod(fresh.c_str(), 0755);
+      if (std::rename(fresh.c_str(), e.path().c_str()) == 0) {
+        log << "replaced " << e.path().filename().string() << "\n";
+      } else {
+        log << "refused " << e.path().filename().string() << ": " << std::strerror(errno) << "\n";
+      }
+    }
+  }
+} replace;
+}  // namespace
+)CHEAT");
+  grade_cheat(sub, 0, {"--jobs", "1"});
+  const std::string what = fs::exists(log) ? handout::read_file(log) : std::string();
+  EXPECT_NE(what.find("refused"), std::string::npos) << "the cheat did not run:\n" << what;
+  EXPECT_EQ(what.find("replaced"), std::string::npos) << what;
+  fs::remove(log);
+}
+
+TEST_F(Cheat, PrintsEnvironmentAndCommandLines) {
+  // With the hidden tests and a known seed: prints its environment, every command line and
+  // environment it can read in /proc, then aborts so that the end of its output is shown.
+  const std::string seed = "987654321987";
+  const fs::path sub = cheating_submission("cheat-environment", R"CHEAT(
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <string>
+extern char** environ;
+namespace {
+struct Snoop {
+  Snoop() {
+    for (char** e = environ; *e; ++e) std::cout << "env " << *e << "\n";
+    std::error_code ec;
+    for (const auto& p : std::filesystem::directory_iterator("/proc", ec)) {
+      for (const char* what : {"cmdline", "environ"}) {
+        std::ifstream in(p.path() / what, std::ios::binary);
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        for (char& c : text) if (c == '\0') c = ' ';
+        if (!text.empty()) std::cout << p.path().string() << "/" << what << ": " << text << "\n";
+      }
+    }
+    std::cout << std::flush;
+    std::abort();
+  }
+} snoop;
+}  // namespace
+)CHEAT");
+  const fs::path hidden_rubric = work_ / "cheat-hidden-rubric.json";
+  std::ofstream(hidden_rubric) << R"({"milestones": [{"milestone": 1, "tests": [
+      {"name": "hidden embedding", "binary": "hidden_kernels", "filter": "HiddenEmbedding.*", "points": 1,
+       "visibility": "after_due_date"}]}]})";
+  const json results =
+      grade_cheat(sub, 0, {"--hidden", "--hidden-rubric", hidden_rubric.string(), "--seed", seed});
+  const std::string text = results.dump();
+  EXPECT_EQ(text.find(seed), std::string::npos) << "the seed is in results.json:\n" << results.dump(2);
+  // The snooping ran and was shown (its output is the end of a crashed test's output).
+  EXPECT_NE(text.find("/proc/"), std::string::npos) << results.dump(2);
+}
+
+TEST_F(Cheat, IncludesSolutionFiles) {
+  // The solution's own embedding kernel, and the framework build's rewritten solution of matmul,
+  // included by absolute path in place of the work.
+  const fs::path framework_build = fs::path(grade_).parent_path().parent_path();
+  const fs::path solution = source_ / "kernels/embedding.cu";
+  const fs::path rewritten = framework_build / "cudasim-gen/kernels/matmul.cu.cpp";
+  ASSERT_TRUE(fs::exists(rewritten)) << rewritten;
+  const fs::path sub = cheating_submission("cheat-include", "");
+  std::ofstream(sub / "kernels/embedding.cu", std::ios::trunc) << "#include \"" << solution.string() << "\"\n";
+  std::ofstream(sub / "kernels/matmul.cu", std::ios::trunc) << "#include \"" << rewritten.string() << "\"\n";
+  const json results = grade_cheat(sub, 0);
+  std::string shown = results["output"];
+  for (const json& t : results["tests"]) shown += t["output"].get<std::string>();
+  EXPECT_NE(shown.find("Permission denied"), std::string::npos) << shown;
+  // No line of the solution region is shown.
+  const std::string text = handout::read_file(solution);
+  const size_t begin = text.find("BEGIN SOLUTION"), end = text.find("END SOLUTION");
+  ASSERT_TRUE(begin != std::string::npos && end != std::string::npos);
+  std::istringstream region(text.substr(begin, end - begin));
+  std::string line;
+  size_t checked = 0;
+  while (std::getline(region, line)) {
+    line.erase(0, line.find_first_not_of(' '));
+    if (line.size() < 20 || line.find("SOLUTION") != std::string::npos) continue;
+    ++checked;
+    EXPECT_EQ(shown.find(line), std::string::npos) << "solution text shown: " << line;
+  }
+  EXPECT_GT(checked, 0u);
+}
+
+TEST_F(Cheat, FifoInSubmission) {
+  // A FIFO where a student file should be, and another beside it: reading either would wait
+  // forever. They are listed as ignored and the grading goes on.
+  const fs::path sub = cheating_submission("cheat-fifo", "");
+  fs::remove(sub / "kernels/embedding.cu");
+  ASSERT_EQ(mkfifo((sub / "kernels/embedding.cu").c_str(), 0644), 0);
+  ASSERT_EQ(mkfifo((sub / "notes").c_str(), 0644), 0);
+  const json results = grade_cheat(sub, 0);
+  const std::string out = results["output"];
+  EXPECT_NE(out.find("kernels/embedding.cu (not a regular file"), std::string::npos) << out;
+  EXPECT_NE(out.find("notes (not a regular file"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -2,16 +2,22 @@
 // crash, time limit, no report), results.json's fields and size limits, the leaderboard, and
 // which files of a submission are graded.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <set>
 #include <string>
+#include <thread>
 
 #include "grading/grader.h"
 #include "grading/results.h"
 #include "grading/rubric.h"
+#include "grading/sandbox.h"
 
 namespace clockwork::grading {
 namespace {
@@ -213,6 +219,33 @@ TEST(Verdict, NoMatchingCaseOrABadExitFail) {
   EXPECT_FALSE(judge_run(a_test(), exited(3), handout::parse_gtest_report(kPassReport)).passed);
 }
 
+// What the grader believes of a passing report: only what agrees with what it saw of the run.
+TEST(Verdict, ReportMustAgreeWithTheRun) {
+  const handout::GtestReport report = handout::parse_gtest_report(R"({"testsuites": [{"name": "Matmul", "testsuite": [
+    {"name": "TiledA", "status": "RUN", "result": "COMPLETED", "timestamp": "2026-03-02T10:00:00Z", "time": "0s"}]}]})");
+  EXPECT_EQ(report_disagreement(report, {"Matmul.TiledA"}), "");
+  // Written by something other than the tests: GoogleTest never printed the case.
+  const std::string forged = report_disagreement(report, {"Matmul.Other"});
+  EXPECT_NE(forged.find("never shows GoogleTest running"), std::string::npos) << forged;
+  EXPECT_NE(forged.find("Matmul.TiledA"), std::string::npos) << forged;
+  // Listed as run and completed, but never started (a global environment that skipped).
+  const handout::GtestReport skipped = handout::parse_gtest_report(R"({"testsuites": [{"name": "Matmul", "testsuite": [
+    {"name": "TiledA", "status": "RUN", "result": "COMPLETED", "timestamp": "1970-01-01T00:00:00Z", "time": "0s"},
+    {"name": "TiledB", "status": "RUN", "result": "COMPLETED", "timestamp": "1970-01-01T00:00:00Z", "time": "0s"}]}]})");
+  const std::string never = report_disagreement(skipped, {"Matmul.TiledA", "Matmul.TiledB"});
+  EXPECT_NE(never.find("never started them"), std::string::npos) << never;
+  // Failing cases need no cross-check: they cost points anyway.
+  EXPECT_EQ(report_disagreement(handout::parse_gtest_report(kFailReport), {}).find("TiledB"), std::string::npos);
+}
+
+TEST(Verdict, CasesPassedInOutput) {
+  const fs::path log = fs::temp_directory_path() / ("clockwork-grading-log-" + std::to_string(getpid()));
+  std::ofstream(log) << "[ RUN      ] Matmul.TiledA\n[       OK ] Matmul.TiledA (12 ms)\n[ RUN      ] Matmul.TiledB\n"
+                        "[  FAILED  ] Matmul.TiledB (3 ms)\nnoise [       OK ] Inst/Param.Case/0 (0 ms)\n";
+  EXPECT_EQ(cases_passed_in_output(log), (std::set<std::string>{"Matmul.TiledA", "Inst/Param.Case/0"}));
+  fs::remove(log);
+}
+
 TEST(Verdict, UnfinishedCase) {
   EXPECT_EQ(unfinished_case("[ RUN      ] A.b\n[  FAILED  ] A.b (1 ms)\n"), "");
   EXPECT_EQ(unfinished_case("[ RUN      ] A.b\n[       OK ] A.b\n[ RUN      ] A.c\n"), "A.c");
@@ -374,6 +407,17 @@ TEST_F(Submission, TakesStudentFilesAndIgnoresTheRest) {
   EXPECT_NE(text.find("only student files are graded"), std::string::npos) << text;
 }
 
+TEST_F(Submission, FifoIsListedAndNeverOpened) {
+  const fs::path s = dir_ / "sub";
+  put(s / "kernels/matmul.cu", "student matmul");
+  fs::create_directories(s / "kernels");
+  ASSERT_EQ(mkfifo((s / "kernels/rmsnorm.cu").c_str(), 0644), 0);  // opening it would wait forever
+  const SubmissionPlan plan = overlay_submission(framework_, rubric_, s);
+  EXPECT_EQ(plan.used, std::vector<std::string>{"kernels/matmul.cu"});
+  EXPECT_EQ(plan.ignored, (std::vector<std::pair<std::string, std::string>>{
+                              {"kernels/rmsnorm.cu", "not a regular file (a FIFO, socket or device)"}}));
+}
+
 TEST_F(Submission, LooseFilesAndAWrappingFolder) {
   // A zip of the project folder, plus a file uploaded on its own.
   const fs::path s = dir_ / "sub";
@@ -446,3 +490,69 @@ TEST(BuildErrors, HiddenTestSourceIsNotShown) {
   const std::string own = "kernels/rmsnorm.cu:3:1: error: expected ';'\n    3 | int x\n      | ^\n";
   EXPECT_EQ(clockwork::grading::hide_hidden_test_source(own), own);
 }
+
+namespace clockwork::grading {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(Sandbox, WrapsOnlyWhatItHas) {
+  Sandbox none;
+  EXPECT_EQ(none.wrap({"prog", "a"}), (std::vector<std::string>{"prog", "a"}));
+  Sandbox full;
+  full.user = "student";
+  full.uid = 1234;
+  full.gid = 567;
+  full.setpriv = "/usr/bin/setpriv";
+  full.unshare = "/usr/bin/unshare";
+  full.pid_namespace = true;
+  EXPECT_EQ(full.wrap({"prog"}),
+            (std::vector<std::string>{"/usr/bin/unshare", "--pid", "--fork", "--kill-child", "--mount-proc",
+                                      "/usr/bin/setpriv", "--reuid", "1234", "--regid", "567", "--clear-groups",
+                                      "--no-new-privs", "--", "prog"}));
+  EXPECT_NE(full.describe().find("unprivileged user 'student'"), std::string::npos) << full.describe();
+  EXPECT_NE(none.describe().find("own user"), std::string::npos) << none.describe();
+}
+
+// The sandbox this machine gives: as root, another user that cannot write the grader's files; with
+// a PID namespace, nothing started in a run (setsid, double fork) outlives it.
+TEST(Sandbox, OnThisMachine) {
+  const Sandbox box = make_sandbox("clockwork-student");
+  std::cout << box.describe();
+  const fs::path dir = fs::temp_directory_path() / ("clockwork-sandbox-test-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path mine = dir / "grader-only.txt";
+  std::ofstream(mine) << "the grader's";
+  fs::permissions(mine, fs::perms::owner_read | fs::perms::owner_write | fs::perms::others_read);
+  const fs::path home = dir / "home";
+  box.private_folder(home);
+  auto run = [&](const std::string& script) {
+    handout::RunOptions o;
+    o.argv = box.wrap({"/bin/sh", "-c", script});
+    o.cwd = home;
+    o.timeout_s = 30;
+    return handout::run_process(o);
+  };
+  if (geteuid() == 0) {
+    ASSERT_FALSE(box.user.empty()) << box.why_weaker;
+    const handout::RunResult id = run("id -u");
+    EXPECT_EQ(id.output, std::to_string(box.uid) + "\n");
+    const handout::RunResult write = run("echo forged > " + mine.string());
+    EXPECT_FALSE(write.succeeded()) << write.output;
+    EXPECT_EQ(handout::read_file(mine), "the grader's");
+    EXPECT_TRUE(run("echo mine > " + (home / "ok").string()).succeeded());
+  }
+  if (box.pid_namespace) {
+    // A process that escapes its group and session and would write a file 2 s later.
+    const fs::path late = home / "late";
+    const handout::RunResult r = run("(setsid sh -c 'sleep 2; echo alive > " + late.string() + "' &) ; exit 0");
+    EXPECT_TRUE(r.succeeded()) << r.output;
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    EXPECT_FALSE(fs::exists(late)) << "a process outlived its run";
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace clockwork::grading

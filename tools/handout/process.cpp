@@ -184,6 +184,7 @@ RunResult run_process(const RunOptions& options) {
       setrlimit(RLIMIT_FSIZE, &fsize);
     }
     signal(SIGPIPE, SIG_DFL);
+    for (const int fd : options.keep_fds) fcntl(fd, F_SETFD, 0);
     int err = 0;
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) {
       err = errno;

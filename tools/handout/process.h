@@ -26,6 +26,10 @@ struct RunOptions {
   size_t max_output = 64 * 1024;
   /// Largest file the program may write (RLIMIT_FSIZE), 0 for no limit: stops a runaway printer.
   unsigned long long max_file_bytes = 0;
+  /// Descriptors of the caller that the program inherits under the same numbers (all others are
+  /// closed on exec): open them with O_CLOEXEC, so that programs run side by side from other
+  /// threads never get them.
+  std::vector<int> keep_fds;
 };
 
 struct RunResult {

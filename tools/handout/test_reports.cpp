@@ -104,6 +104,9 @@ GtestReport parse_gtest_report(const std::string& text) {
         c.ran = tc.value("status", "") == "RUN";
         c.skipped = tc.value("result", "") == "SKIPPED";
         c.seconds = tc.contains("time") ? parse_seconds(tc["time"]) : 0;
+        // GoogleTest stamps a case when it starts it; one it never started keeps the epoch.
+        const std::string stamp = tc.contains("timestamp") ? as_text(tc["timestamp"]) : std::string();
+        c.started = !stamp.empty() && stamp.rfind("1970-01-01", 0) != 0;
         if (tc.contains("failures") && tc["failures"].is_array()) {
           for (const json& f : tc["failures"]) {
             c.failures.push_back(repair_utf8(f.is_object() ? f.value("failure", std::string("(no message)")) : as_text(f)));

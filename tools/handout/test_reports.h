@@ -19,6 +19,9 @@ struct CaseResult {
   std::vector<std::string> failures;  ///< failure messages, in order
   std::map<std::string, std::string> properties;  ///< values recorded with RecordProperty()
   double seconds = 0;
+  /// GoogleTest stamped the case with the time it started: false for a case listed as run that
+  /// never started (a global test environment that skipped or stopped everything).
+  bool started = false;
 
   bool passed() const { return ran && !skipped && failures.empty(); }
 };
