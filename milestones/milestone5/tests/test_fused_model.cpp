@@ -16,6 +16,7 @@
 #include "harness/check/temp_dir.h"
 #include "harness/check/torch_bridge.h"
 #include "harness/model/safetensors.h"
+#include "harness/pipeline/cached_model.h"
 #include "harness/pipeline/model.h"
 #include "milestones/milestone3/tests/end_to_end.h"
 #include "milestones/milestone3/tests/tiny_config.h"
@@ -158,6 +159,48 @@ TEST(FusedModel, SwitchingBackAndForthKeepsTheResult) {
   both.why = "each attention is within the logits tolerance of the reference: twice that";
   EXPECT_TRUE(matches_reference("logits after switching to the fused attention", b, a,
                                 {tiny.config.vocab_size}, both));
+}
+
+// Generation with a KV cache whose prefill runs the fused attention (the decode steps are
+// milestone 4's): the same greedy tokens as with milestone 3's prefill, logits within twice the
+// logits tolerance, for 6 steps after a prompt of several tiles.
+TEST(FusedModel, CachedGenerationWithAFusedPrefill) {
+  const Tiny tiny(2, 5330);
+  const int s = 2 * kernels::kFlashAttentionTile + 3, steps = 6;
+  const std::vector<int32_t> prompt_ids =
+      prompt(s, static_cast<int>(tiny.config.vocab_size), 80);
+  auto argmax = [](const std::vector<float>& v) {
+    size_t best = 0;
+    for (size_t i = 1; i < v.size(); ++i)
+      if (v[i] > v[best]) best = i;
+    return static_cast<int32_t>(best);
+  };
+  CachedModelOptions plain_options;
+  CachedModel plain = CachedModel::load(tiny.dir.path(), plain_options);
+  CachedModelOptions fused_options;
+  fused_options.fused_attention = true;
+  CachedModel fused = CachedModel::load(tiny.dir.path(), fused_options);
+  ASSERT_TRUE(fused.options().fused_attention);
+
+  const Tolerance t = logits_tolerance(tiny.config, s + steps);
+  Tolerance both = t;
+  both.rtol *= 2;
+  both.rms_atol *= 2;
+  both.why = "each prefill is within the logits tolerance of the reference: twice that";
+  std::vector<float> want = plain.prefill(prompt_ids);
+  std::vector<float> got = fused.prefill(prompt_ids);
+  for (int step = 0; step <= steps; ++step) {
+    ASSERT_TRUE(matches_reference("logits of step " + std::to_string(step) +
+                                      " after a fused prefill",
+                                  got, want, {tiny.config.vocab_size}, both));
+    const int32_t next = argmax(want);
+    expect_same_choice(argmax(got), next, to_tensor(want, {tiny.config.vocab_size}), both,
+                       "greedy token of step " + std::to_string(step) + " after a fused prefill");
+    if (step < steps) {
+      want = plain.decode(next);
+      got = fused.decode(next);
+    }
+  }
 }
 
 }  // namespace
