@@ -237,8 +237,11 @@ void flash_attention(const float* q, const float* k, const float* v, float* out,
   flash_attention_kernel<<<grid, block_threads(group, head_dim), bytes, stream>>>(
       q, k, v, out, s, n_heads, n_kv_heads, head_dim, scale);
   CUDA_CHECK(cudaGetLastError());
-  // STUB: (void)q; (void)k; (void)v; (void)out; (void)stream; (void)block_threads;
-  // STUB: (void)kDefaultSharedBytes; (void)flash_attention_kernel;
+  // STUB: // Placeholder output (zeros), so that the model runs on and its tests fail cleanly.
+  // STUB: CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<size_t>(s) * n_heads * head_dim *
+  // STUB:                                        sizeof(float), stream));
+  // STUB: (void)q; (void)k; (void)v; (void)block_threads; (void)kDefaultSharedBytes;
+  // STUB: (void)flash_attention_kernel;
   // END SOLUTION
 }
 
