@@ -295,4 +295,32 @@ void merge_attention_states(const float* o, const float* lse, int n_states, floa
                             float* out_lse, int n_heads, int head_dim,
                             cudaStream_t stream = nullptr);
 
+// ---- milestone 5 (extension): fused prefill attention --------------------------------------
+
+/// Query rows and key positions per tile of flash_attention(): a block owns one query tile of
+/// one GQA group and walks the key tiles 0 .. its own (the later ones are in the future).
+inline constexpr int kFlashAttentionTile = 16;
+
+/// Fused causal grouped-query attention: the same result, inputs, output and layout as
+/// attention(), in one kernel with an online softmax over K/V tiles held in shared memory and no
+/// [s, s] score buffer (device memory beyond q, k, v and out: none). Block (t, g) computes query
+/// tile t of the h/h_k query heads of KV head g, so they share every K and V tile it loads; key
+/// tiles after the diagonal are skipped entirely.
+/// Throws std::invalid_argument for bad sizes, aliasing, or a group·h_d too large for a block
+/// (see flash_attention_shared_bytes()).
+/// @param q           [s, n_heads·head_dim] fp32 (after RoPE)
+/// @param k           [s, n_kv_heads·head_dim] fp32 (after RoPE)
+/// @param v           [s, n_kv_heads·head_dim] fp32
+/// @param out         [s, n_heads·head_dim] fp32 output (may not alias q, k or v)
+/// @param s           number of tokens
+/// @param n_heads     h
+/// @param n_kv_heads  h_k (divides h)
+/// @param head_dim    h_d
+/// @param stream      stream to run on
+void flash_attention(const float* q, const float* k, const float* v, float* out, int s,
+                     int n_heads, int n_kv_heads, int head_dim, cudaStream_t stream = nullptr);
+
+/// Bytes of shared memory one flash_attention() block uses for these shapes (0 for invalid ones).
+size_t flash_attention_shared_bytes(int n_heads, int n_kv_heads, int head_dim);
+
 }  // namespace clockwork::kernels

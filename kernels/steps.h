@@ -71,7 +71,8 @@ struct LayerBuffers {
   float* q = nullptr;           ///< [s, h·h_d]   attn_norm·W_qᵀ, then rotated (RoPE)
   float* k = nullptr;           ///< [s, h_k·h_d] attn_norm·W_kᵀ, then rotated (RoPE)
   float* v = nullptr;           ///< [s, h_k·h_d] attn_norm·W_vᵀ
-  float* scores = nullptr;      ///< [s, s]       attention workspace (one head at a time)
+  float* scores = nullptr;      ///< [s, s]       attention workspace (one head at a time);
+                                ///<               nullptr: use the fused flash_attention
   float* attn = nullptr;        ///< [s, h·h_d]   attention output, heads concatenated
   float* attn_out = nullptr;    ///< [s, d]       attn·W_oᵀ
   float* ffn_norm = nullptr;    ///< [s, d]       RMSNorm(x + attn_out; post_attention_layernorm)

@@ -1,6 +1,7 @@
 // Wrong-on-purpose versions of the reference operators (see pitfalls.h).
 #include "reference/pitfalls.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <tuple>
@@ -136,7 +137,7 @@ torch::Tensor overrun_columns(const torch::Tensor& t, int64_t width, float pad) 
 
 std::vector<Pitfall> make_table() {
   std::vector<Pitfall> t;
-  t.reserve(48);  // add() hands out references into t
+  t.reserve(64);  // add() hands out references into t
   auto add = [&t](std::string name, int item, std::string message) -> Pitfall& {
     Pitfall p;
     p.name = std::move(name);
@@ -295,6 +296,39 @@ std::vector<Pitfall> make_table() {
       "Your attention output was written per head [h, s, h_d], but o_proj reads the flat layout "
       "[s, h·h_d]: row p holds every head of position p, one after the other.")
       .attention = wrong::attention_output_per_head;
+
+  // The fused attention of milestone 5: one entry per mistake and tile size, since where the
+  // wrong result differs depends on where the tiles begin.
+  for (int64_t tile : {16, 32, 64}) {
+    const std::string suffix = "_" + std::to_string(tile);
+    for (const auto& [name, mistake, message] :
+         {std::tuple{"online_output_not_rescaled", wrong::OnlineSoftmaxMistake::kOutputNotRescaled,
+                     "Your fused attention did not rescale the running output when a row's "
+                     "maximum grew: when a key tile raises m to m', multiply acc by exp(m − m') "
+                     "before adding the tile's p·V, exactly as you rescale the running sum l."},
+          std::tuple{"online_sum_not_rescaled", wrong::OnlineSoftmaxMistake::kSumNotRescaled,
+                     "Your fused attention did not rescale the running sum when a row's maximum "
+                     "grew: l must become l·exp(m − m') + Σ exp(score − m'), the same factor that "
+                     "rescales the running output."},
+          std::tuple{"causal_diagonal_tile_skipped",
+                     wrong::OnlineSoftmaxMistake::kDiagonalTileSkipped,
+                     "Your fused attention stops one key tile too early: query tile t must visit "
+                     "key tiles 0 .. t, the diagonal tile t included (with the mask key <= query); "
+                     "without it the first query tile sees no key at all (0/0 = NaN) and every "
+                     "row misses itself and its tile's earlier positions."},
+          std::tuple{"causal_diagonal_tile_unmasked",
+                     wrong::OnlineSoftmaxMistake::kDiagonalTileUnmasked,
+                     "Your fused attention skips the tiles after the diagonal but processes the "
+                     "diagonal key tile without the element mask: in that tile, query position p "
+                     "may only see keys <= p (the tiles before it need no mask, that one does)."}}) {
+      Pitfall& p = add(name + suffix, 0, message);
+      p.attention = [tile, which = mistake](const torch::Tensor& q, const torch::Tensor& k,
+                                    const torch::Tensor& v, int64_t h, int64_t h_k) {
+        return wrong::attention_online_tiled(q, k, v, h, h_k, tile, which);
+      };
+      p.kernel_only = true;
+    }
+  }
 
   add("attention_no_scale", 0,
       "Your attention scores were not divided by sqrt(h_d) before the softmax.")
@@ -575,6 +609,59 @@ torch::Tensor attention_output_per_head(const torch::Tensor& q, const torch::Ten
   AttentionVariant var;
   var.per_head_out = true;
   return attention(q, k, v, n_heads, n_kv_heads, var);
+}
+
+torch::Tensor attention_online_tiled(const torch::Tensor& q, const torch::Tensor& k,
+                                     const torch::Tensor& v, int64_t n_heads, int64_t n_kv_heads,
+                                     int64_t tile, OnlineSoftmaxMistake mistake) {
+  detail::check_attention_shapes("attention_online_tiled", q, k, v, n_heads, n_kv_heads);
+  require(q.size(0) == k.size(0), "attention_online_tiled: a prefill has as many queries as keys, "
+                                  "got q " + shape_str(q) + " and k " + shape_str(k));
+  require(tile > 0, "attention_online_tiled: tile must be positive");
+  const int64_t s = q.size(0), head_dim = q.size(1) / n_heads;
+  std::vector<int64_t> group(static_cast<size_t>(n_heads));
+  for (int64_t i = 0; i < n_heads; ++i) group[i] = ref::kv_head_for(i, n_heads, n_kv_heads);
+  const torch::Tensor g = torch::tensor(group, torch::kLong).to(q.device());
+  const torch::Tensor qh = ref::to_heads(f32(q), n_heads) / std::sqrt(static_cast<double>(head_dim));
+  const torch::Tensor kh = ref::to_heads(f32(k), n_kv_heads).index_select(0, g);  // [h, s, h_d]
+  const torch::Tensor vh = ref::to_heads(f32(v), n_kv_heads).index_select(0, g);
+
+  const auto idx = torch::TensorOptions().dtype(torch::kLong).device(q.device());
+  const torch::Tensor row = torch::arange(s, idx).unsqueeze(1);  // [s, 1] query positions
+  const torch::Tensor row_tile = torch::floor_divide(row, tile);
+  const float inf = std::numeric_limits<float>::infinity();
+  torch::Tensor m = torch::full({n_heads, s, 1}, -inf, qh.options());
+  torch::Tensor l = torch::zeros({n_heads, s, 1}, qh.options());
+  torch::Tensor acc = torch::zeros({n_heads, s, head_dim}, qh.options());
+  for (int64_t k0 = 0; k0 < s; k0 += tile) {
+    const int64_t n = std::min(tile, s - k0);
+    const torch::Tensor key = torch::arange(k0, k0 + n, idx).unsqueeze(0);  // [1, n]
+    const int64_t u = k0 / tile;                                             // this key tile
+    torch::Tensor visible;
+    switch (mistake) {
+      case OnlineSoftmaxMistake::kDiagonalTileSkipped:
+        visible = (key <= row) & (row_tile > u);
+        break;
+      case OnlineSoftmaxMistake::kDiagonalTileUnmasked:
+        visible = (row_tile >= u).expand({s, n});
+        break;
+      default:
+        visible = key <= row;
+        break;
+    }
+    const torch::Tensor scores =
+        torch::matmul(qh, kh.narrow(1, k0, n).transpose(1, 2)).masked_fill(~visible, -inf);
+    const torch::Tensor m_new = torch::maximum(m, std::get<0>(scores.max(2, true)));
+    // A row with nothing visible yet keeps p = 0 and its (empty) state.
+    const torch::Tensor shift = torch::where(torch::isinf(m_new), torch::zeros_like(m_new), m_new);
+    const torch::Tensor p = torch::exp(scores - shift);
+    const torch::Tensor rescale = torch::exp(m - shift);
+    const torch::Tensor pv = torch::matmul(p, vh.narrow(1, k0, n));
+    l = (mistake == OnlineSoftmaxMistake::kSumNotRescaled ? l : l * rescale) + p.sum(2, true);
+    acc = (mistake == OnlineSoftmaxMistake::kOutputNotRescaled ? acc : acc * rescale) + pv;
+    m = m_new;
+  }
+  return ref::from_heads(acc / l);
 }
 
 torch::Tensor lm_head_all_rows(const torch::Tensor& x_normed, const torch::Tensor& w) {

@@ -36,6 +36,10 @@
 //     (the extra terms come from the next row of x and of W).
 //   * swiglu_silu_on_up: gate and up drawn differently. residual_overwritten: any x != 0.
 //   * q_from_unnormalised_x, v_from_k_proj: whole layers (wiring), or the Q/K/V step's outputs.
+//   * online_*_not_rescaled_T: s > T, and a row maximum that grows after the first key tile
+//     (random scores do); causal_diagonal_tile_*_T: s > 1 (skipped) or s > 1 with a query tile
+//     holding two positions (unmasked). These four are kernel_only and their wrong result depends
+//     on the tile T: the table holds them for T = 16, 32 and 64.
 #pragma once
 
 #include <cstdint>
@@ -207,6 +211,24 @@ torch::Tensor attention_per_head_memory(const torch::Tensor& q, const torch::Ten
 torch::Tensor attention_output_per_head(const torch::Tensor& q, const torch::Tensor& k,
                                         const torch::Tensor& v, int64_t n_heads,
                                         int64_t n_kv_heads);
+
+/// What a tiled online-softmax attention (milestone 5's fused kernel) gets wrong, if anything.
+enum class OnlineSoftmaxMistake {
+  kNone,                  ///< the correct tiled computation (equals causal_gqa_attention)
+  kOutputNotRescaled,     ///< acc += p·V without multiplying acc by exp(m_old − m_new) first
+  kSumNotRescaled,        ///< l += Σ p without multiplying l by exp(m_old − m_new) first
+  kDiagonalTileSkipped,   ///< query tile t walks key tiles 0 .. t−1 (the first tile sees nothing)
+  kDiagonalTileUnmasked,  ///< key tiles 0 .. t, but the diagonal tile t without the element mask
+};
+
+/// Causal GQA attention computed the way a fused kernel does: key tiles of `tile` positions in
+/// order, a running maximum m, sum l and output acc per query row, with `mistake` made. Query
+/// tiles are aligned with key tiles (tile t holds positions t·tile .. t·tile + tile − 1).
+/// q [s, h*h_d], k, v [s, h_k*h_d] (prefill: as many queries as keys) -> [s, h*h_d]. A row that
+/// sees no key gets 0/0 = NaN, as the kernel would.
+torch::Tensor attention_online_tiled(const torch::Tensor& q, const torch::Tensor& k,
+                                     const torch::Tensor& v, int64_t n_heads, int64_t n_kv_heads,
+                                     int64_t tile, OnlineSoftmaxMistake mistake);
 
 /// Every row projected: x_normed [s, d], w [V, d] -> [s, V] (the shape gives it away).
 torch::Tensor lm_head_all_rows(const torch::Tensor& x_normed, const torch::Tensor& w);

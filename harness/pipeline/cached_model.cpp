@@ -122,6 +122,10 @@ struct CachedModel::Impl {
     const int positions = o.max_positions > 0 ? o.max_positions : context();
     cache.reset();
     cached.clear();
+    if (o.fused_attention != options.fused_attention) {
+      free_all(activation_memory);  // reallocated with (or without) the score workspace
+      capacity = 0;
+    }
     options = o;
     cache = make_kv_cache(o.cache, config, positions, o.page_size);
 
@@ -207,7 +211,9 @@ struct CachedModel::Impl {
     buffers.q = allocate<float>(m, n * q_width, "q");
     buffers.k = allocate<float>(m, n * kv_width, "k");
     buffers.v = allocate<float>(m, n * kv_width, "v");
-    buffers.scores = allocate<float>(m, n * n, "attention scores");
+    // The fused attention needs no [s, s] workspace (decoder_layer then runs flash_attention).
+    buffers.scores =
+        options.fused_attention ? nullptr : allocate<float>(m, n * n, "attention scores");
     buffers.attn = allocate<float>(m, n * q_width, "attn");
     buffers.attn_out = allocate<float>(m, n * d, "attn_out");
     buffers.ffn_norm = allocate<float>(m, n * d, "ffn_norm");

@@ -46,6 +46,9 @@ struct CachedModelOptions {
   /// clear message instead of producing text from a half-empty cache. The slot-by-slot tests
   /// turn it off to inspect a wrong cache themselves.
   bool verify_cache_writes = true;
+  /// Prefill (and the uncached steps of KvCacheKind::None) with milestone 5's fused
+  /// flash_attention: no [s, s] score workspace is allocated.
+  bool fused_attention = false;
 };
 
 /// A Llama model on the device (bf16 weights, fp32 activations) that generates with a KV cache.

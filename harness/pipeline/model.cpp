@@ -47,8 +47,10 @@ struct Model::Impl {
   double* inv_freq = nullptr;              // [h_d/2] RoPE inverse frequencies
 
   // Activations (device, fp32), sized for `capacity` tokens.
+  bool fused_attention = false;  // no [s, s] scores: decoder_layer runs flash_attention
   int capacity = 0;
   std::vector<void*> activation_memory;
+  size_t activation_bytes = 0;  // sum of the sizes in activation_memory
   int32_t* ids = nullptr;        // [capacity]
   int32_t* positions = nullptr;  // [capacity] 0, 1, 2, ...
   float* rope_cos = nullptr;     // [capacity, h_d/2]
@@ -69,6 +71,20 @@ struct Model::Impl {
 
   static void free_all(std::vector<void*>& memory) { free_device_memory(memory); }
 
+  void free_activations() {
+    free_all(activation_memory);
+    activation_bytes = 0;
+    capacity = 0;
+  }
+
+  // An activation buffer, counted in activation_bytes.
+  template <class T>
+  T* activation(size_t count, const std::string& what) {
+    T* p = allocate<T>(activation_memory, count, what);
+    activation_bytes += count * sizeof(T);
+    return p;
+  }
+
   template <class T>
   static T* allocate(std::vector<void*>& memory, size_t count, const std::string& what) {
     return allocate_device<T>(memory, count, "Model", what);
@@ -80,35 +96,34 @@ struct Model::Impl {
     const ModelConfig& c = config;
     const int max_tokens = static_cast<int>(c.max_position_embeddings);
     const int cap = std::min(max_tokens, std::max({s, 2 * capacity, 16}));
-    free_all(activation_memory);
-    capacity = 0;
+    free_activations();
     const size_t n = static_cast<size_t>(cap);
     const size_t d = static_cast<size_t>(c.hidden_size),
                  ff = static_cast<size_t>(c.intermediate_size);
     const size_t q_width = static_cast<size_t>(c.num_heads * c.head_dim);
     const size_t kv_width = static_cast<size_t>(c.num_kv_heads * c.head_dim);
     const size_t half = static_cast<size_t>(c.head_dim / 2);
-    auto& m = activation_memory;
-    ids = allocate<int32_t>(m, n, "token ids");
-    positions = allocate<int32_t>(m, n, "positions");
-    rope_cos = allocate<float>(m, n * half, "RoPE cos table");
-    rope_sin = allocate<float>(m, n * half, "RoPE sin table");
-    x = allocate<float>(m, n * d, "the residual stream");
-    buffers.attn_norm = allocate<float>(m, n * d, "attn_norm");
-    buffers.q = allocate<float>(m, n * q_width, "q");
-    buffers.k = allocate<float>(m, n * kv_width, "k");
-    buffers.v = allocate<float>(m, n * kv_width, "v");
-    buffers.scores = allocate<float>(m, n * n, "attention scores");
-    buffers.attn = allocate<float>(m, n * q_width, "attn");
-    buffers.attn_out = allocate<float>(m, n * d, "attn_out");
-    buffers.ffn_norm = allocate<float>(m, n * d, "ffn_norm");
-    buffers.gate = allocate<float>(m, n * ff, "gate");
-    buffers.up = allocate<float>(m, n * ff, "up");
-    buffers.ffn_hidden = allocate<float>(m, n * ff, "ffn_hidden");
-    buffers.ffn_out = allocate<float>(m, n * d, "ffn_out");
-    x_last_norm = allocate<float>(m, d, "the last row's final norm");
-    logits = allocate<float>(m, static_cast<size_t>(c.vocab_size), "logits");
-    next = allocate<int32_t>(m, 1, "the next token");
+    ids = activation<int32_t>(n, "token ids");
+    positions = activation<int32_t>(n, "positions");
+    rope_cos = activation<float>(n * half, "RoPE cos table");
+    rope_sin = activation<float>(n * half, "RoPE sin table");
+    x = activation<float>(n * d, "the residual stream");
+    buffers.attn_norm = activation<float>(n * d, "attn_norm");
+    buffers.q = activation<float>(n * q_width, "q");
+    buffers.k = activation<float>(n * kv_width, "k");
+    buffers.v = activation<float>(n * kv_width, "v");
+    // The fused attention needs no [s, s] workspace: the memory of a forward pass is O(s).
+    buffers.scores = fused_attention ? nullptr : activation<float>(n * n, "attention scores");
+    buffers.attn = activation<float>(n * q_width, "attn");
+    buffers.attn_out = activation<float>(n * d, "attn_out");
+    buffers.ffn_norm = activation<float>(n * d, "ffn_norm");
+    buffers.gate = activation<float>(n * ff, "gate");
+    buffers.up = activation<float>(n * ff, "up");
+    buffers.ffn_hidden = activation<float>(n * ff, "ffn_hidden");
+    buffers.ffn_out = activation<float>(n * d, "ffn_out");
+    x_last_norm = activation<float>(d, "the last row's final norm");
+    logits = activation<float>(static_cast<size_t>(c.vocab_size), "logits");
+    next = activation<int32_t>(1, "the next token");
 
     // The tables of a position do not depend on the sequence length: compute them for all of
     // the capacity once.
@@ -193,6 +208,20 @@ Model::~Model() = default;
 
 const ModelConfig& Model::config() const {
   return impl_->config;
+}
+
+void Model::use_fused_attention(bool fused) {
+  if (fused == impl_->fused_attention) return;
+  impl_->free_activations();
+  impl_->fused_attention = fused;
+}
+
+bool Model::fused_attention() const {
+  return impl_->fused_attention;
+}
+
+size_t Model::activation_bytes() const {
+  return impl_->activation_bytes;
 }
 
 std::vector<float> Model::forward(const std::vector<int32_t>& ids, ForwardCapture* capture) {

@@ -44,6 +44,17 @@ class Model {
   /// argmax of forward(ids): the greedy next token.
   int32_t next_token(const std::vector<int32_t>& ids);
 
+  /// Chooses the attention of the following forward passes: milestone 3's kernels::attention with
+  /// an [s, s] score workspace (the default), or milestone 5's fused kernels::flash_attention,
+  /// for which no workspace is allocated. Changing it frees the activations (reallocated, for
+  /// the new choice, by the next forward pass).
+  void use_fused_attention(bool fused);
+  bool fused_attention() const;
+
+  /// Bytes of device memory the activations hold now (the sum of their cudaMalloc sizes; the
+  /// weights are not counted). They are sized for the longest sequence run so far.
+  size_t activation_bytes() const;
+
  private:
   struct Impl;
   explicit Model(std::unique_ptr<Impl> impl);

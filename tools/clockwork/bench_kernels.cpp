@@ -273,10 +273,49 @@ void run_attention(Context& ctx) {
     // q, k, v read and out written once, plus the unfused design's traffic through each head's
     // s x s score matrix: written by Q·Kᵀ, read and written by the softmax, read by P·V.
     const double bytes = 4.0 * (2 * s * q_width + 2 * s * kv_width) + heads * 4 * sd * sd * 4;
-    ctx.add(
-        make_row("attention", "kernel", "causal_gqa", sh,
-                 kv({{"s", sh.s}, {"h", sh.n_heads}, {"h_k", sh.n_kv_heads}, {"h_d", sh.head_dim}}),
-                 bytes, flops, Peak::Fp32, t));
+    // Device memory the call needs: q, k, v, out and the [s, s] workspace.
+    const int64_t memory = static_cast<int64_t>(4 * (2 * s * q_width + 2 * s * kv_width + s * s));
+    ctx.add(make_row("attention", "kernel", "causal_gqa", sh,
+                     kv({{"s", sh.s},
+                         {"h", sh.n_heads},
+                         {"h_k", sh.n_kv_heads},
+                         {"h_d", sh.head_dim},
+                         {"mem_KiB", memory / 1024}}),
+                     bytes, flops, Peak::Fp32, t));
+  }
+}
+
+// Milestone 5's fused attention on the same shapes: compare its time and its memory (no [s, s]
+// workspace) with the rows of `attention` above.
+void run_flash_attention(Context& ctx) {
+  if (!ctx.options().wants("kernel")) return;
+  bool noted = false;
+  for (const Shape& sh : ctx.options().shapes) {
+    if (skip_single_row(ctx, sh, "flash_attention", noted)) continue;
+    const size_t s = sh.s, q_width = static_cast<size_t>(sh.n_heads) * sh.head_dim,
+                 kv_width = static_cast<size_t>(sh.n_kv_heads) * sh.head_dim;
+    DeviceBuffer<float> q(s * q_width), k(s * kv_width), v(s * kv_width), out(s * q_width);
+    const Timing t = ctx.time([&] {
+      kernels::flash_attention(q.get(), k.get(), v.get(), out.get(), sh.s, sh.n_heads,
+                               sh.n_kv_heads, sh.head_dim);
+    });
+    const double sd = static_cast<double>(s), heads = sh.n_heads, hd = sh.head_dim;
+    const double tile = kernels::kFlashAttentionTile, tiles = std::ceil(sd / tile);
+    // Q·Kᵀ and P·V over the tile pairs on and below the diagonal only: n(n+1)/2 of n² for
+    // n = ceil(s / tile), 2·tile²·h_d each per query head.
+    const double pairs = tiles * (tiles + 1) / 2;
+    const double flops = heads * pairs * 4 * tile * tile * hd;
+    // q read and out written once; each block reads the K and V tiles up to its diagonal, once
+    // for its whole GQA group.
+    const double bytes = 4.0 * (2 * sd * q_width) + sh.n_kv_heads * pairs * 2 * tile * hd * 4;
+    const int64_t memory = static_cast<int64_t>(4 * (2 * s * q_width + 2 * s * kv_width));
+    ctx.add(make_row("flash_attention", "kernel", "causal_gqa", sh,
+                     kv({{"s", sh.s},
+                         {"h", sh.n_heads},
+                         {"h_k", sh.n_kv_heads},
+                         {"h_d", sh.head_dim},
+                         {"mem_KiB", memory / 1024}}),
+                     bytes, flops, Peak::Fp32, t));
   }
 }
 
@@ -374,6 +413,9 @@ CLOCKWORK_BENCH_GROUP("softmax", "causal softmax of one head's s x s scores", ru
                       kOneKernel);
 CLOCKWORK_BENCH_GROUP("attention", "causal GQA attention over the prompt, all heads", run_attention,
                       kOneKernel);
+CLOCKWORK_BENCH_GROUP("flash_attention",
+                      "fused causal GQA attention over the prompt (online softmax, no s x s buffer)",
+                      run_flash_attention, kOneKernel);
 CLOCKWORK_BENCH_GROUP("swiglu", "SiLU(gate) * up over s x d_ff (memory-bound)", run_swiglu,
                       kOneKernel);
 CLOCKWORK_BENCH_GROUP("residual", "x += y over s x d (memory-bound)", run_residual, kOneKernel);

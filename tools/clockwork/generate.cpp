@@ -53,6 +53,9 @@ const CommandSpec kSpec{
          "none, contiguous or paged (default contiguous): how keys and values of earlier "
          "positions are kept between steps; none re-runs the whole sequence every step"},
         {"page-size", "N", "with --kv-cache paged: positions per page (default 16)"},
+        {"fused-attention", "",
+         "prefill with the fused attention of milestone 5 (no s x s score buffer) instead of "
+         "milestone 3's"},
         {"dump-logits", "FILE",
          "write each step's logits (of the last position, before temperature) to FILE as a "
          "float32 .npy array of shape [steps, V], for comparison with another implementation"},
@@ -114,6 +117,7 @@ int cmd_generate(const std::vector<std::string>& argv) {
   CachedModelOptions options;
   options.cache = cache_args.kind;
   options.page_size = cache_args.page_size;
+  options.fused_attention = args.has("fused-attention");
   options.max_positions = static_cast<int>(std::min<int64_t>(
       config.max_position_embeddings, static_cast<int64_t>(ids.size()) + std::max<int64_t>(max_new, 1)));
   const auto load_start = Clock::now();

@@ -185,6 +185,27 @@ TEST(PitfallRecognisers, AttentionScaledByHeadDim) {
                clockwork::attention_pitfalls(q, k, v, h, hk));
 }
 
+// The fused attention's mistakes for every tile size the table knows: the mistake made with
+// tiles of T is named with T's entry. s = 140 spans three tiles of 64.
+TEST(PitfallRecognisers, FusedAttentionMistakesForEachTile) {
+  const int64_t s = 140, h = 4, hk = 2, hd = 8;
+  const torch::Tensor q = normal({s, h * hd}, 143), k = normal({s, hk * hd}, 144),
+                      v = normal({s, hk * hd}, 145);
+  const auto candidates = clockwork::attention_pitfalls(q, k, v, h, hk);
+  using M = ref::wrong::OnlineSoftmaxMistake;
+  for (int64_t tile : {16, 32, 64}) {
+    for (const auto& [name, mistake] :
+         {std::pair{"online_output_not_rescaled_", M::kOutputNotRescaled},
+          std::pair{"online_sum_not_rescaled_", M::kSumNotRescaled},
+          std::pair{"causal_diagonal_tile_skipped_", M::kDiagonalTileSkipped},
+          std::pair{"causal_diagonal_tile_unmasked_", M::kDiagonalTileUnmasked}}) {
+      expect_named(name + std::to_string(tile),
+                   ref::wrong::attention_online_tiled(q, k, v, h, hk, tile, mistake),
+                   ref::causal_gqa_attention(q, k, v, h, hk), tol::attention(hd, s), candidates);
+    }
+  }
+}
+
 TEST(PitfallRecognisers, QkvStepWiring) {
   const int64_t s = 3, d = 32, qw = 32, kvw = 16;
   const torch::Tensor x = normal({s, d}, 150);
@@ -217,7 +238,8 @@ TEST(PitfallRecognisers, FirstLayerWeightsLookup) {
 
 TEST(PitfallRecognisers, KernelOnlyEntriesAreTheLoopMistakes) {
   for (const ref::Pitfall& p : ref::pitfalls()) {
-    const bool loop = p.name.starts_with("linear_k_") || p.name.starts_with("linear_bf16_");
+    const bool loop = p.name.starts_with("linear_k_") || p.name.starts_with("linear_bf16_") ||
+                      p.name.starts_with("online_") || p.name.starts_with("causal_diagonal_tile_");
     EXPECT_EQ(p.kernel_only, loop) << p.name;
   }
 }
