@@ -2,6 +2,8 @@
 /// TempDir: a fresh directory for one test, removed with everything in it afterwards.
 #pragma once
 
+#include <ftw.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -10,6 +12,17 @@
 #include <system_error>
 
 namespace clockwork {
+
+/// Removes `path` and everything under it, quietly (what is left is left). Used instead of
+/// std::filesystem::remove_all in every program that may load libtorch: PyTorch's own libtorch
+/// (its Python wheel, as on GPU machines) exports a copy of remove_all that the dynamic linker can
+/// bind in place of libstdc++'s, and that copy crashed, a call through a null pointer, in test
+/// programs that also use the CUDA runtime.
+inline void remove_tree(const std::filesystem::path& path) noexcept {
+  ::nftw(
+      path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p), 0; },
+      16, FTW_DEPTH | FTW_PHYS);
+}
 
 /// A private directory under the system's temporary directory (mkdtemp), deleted recursively by
 /// the destructor, so a test that fails half-way leaves nothing behind.
@@ -21,10 +34,7 @@ class TempDir {
     if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + tmpl);
     path_ = tmpl;
   }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
+  ~TempDir() { remove_tree(path_); }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
 

@@ -1,5 +1,6 @@
 // Running the `clockwork` binary from tests (see cli_runner.h).
 #include "harness/testing/cli_runner.h"
+#include "harness/check/temp_dir.h"
 
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -46,10 +47,7 @@ RunResult run_cli(const std::vector<std::string>& args) {
   // Where the output is captured; removed when the test binary exits.
   struct Scratch {
     fs::path path = make_temp_dir("cli-output");
-    ~Scratch() {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
+    ~Scratch() { remove_tree(path); }
   };
   static const Scratch scratch;
   const fs::path out = scratch.path / "stdout", err = scratch.path / "stderr";

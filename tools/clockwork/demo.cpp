@@ -14,6 +14,7 @@
 #include "harness/pipeline/cached_model.h"
 #include "tools/clockwork/cli.h"
 #include "tools/clockwork/commands.h"
+#include "harness/check/temp_dir.h"
 
 namespace clockwork::cli {
 
@@ -56,10 +57,7 @@ int run_step(const std::string& command, int (*fn)(const std::vector<std::string
 struct RemoveOnExit {
   fs::path path;
   ~RemoveOnExit() {
-    if (!path.empty()) {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
+    if (!path.empty()) remove_tree(path);
   }
 };
 

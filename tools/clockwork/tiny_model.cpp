@@ -35,6 +35,7 @@
 #include "tools/clockwork/commands.h"
 #include "tools/clockwork/corpus.h"
 #include "harness/model/model_dir.h"
+#include "harness/check/temp_dir.h"
 
 namespace clockwork::cli {
 
@@ -470,10 +471,7 @@ constexpr const char* kChatTemplate =
 struct TempDirGuard {
   fs::path path;
   ~TempDirGuard() {
-    if (!path.empty()) {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
+    if (!path.empty()) remove_tree(path);
   }
 };
 

@@ -25,6 +25,7 @@
 #include "harness/model/tokenizer.h"
 #include "harness/testing/cli_runner.h"
 #include "tools/clockwork/tests/npy_reader.h"
+#include "harness/check/temp_dir.h"
 
 namespace clockwork::cli_test {
 namespace {
@@ -45,8 +46,7 @@ class Cli : public ::testing::Test {
     ASSERT_EQ(r.code, 0) << r.err << r.out;
   }
   static void TearDownTestSuite() {
-    std::error_code ec;
-    fs::remove_all(*root_, ec);
+    remove_tree(*root_);
     delete root_;
   }
   static const fs::path& root() { return *root_; }

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/testing/cli_runner.h"
+#include "harness/check/temp_dir.h"
 
 namespace clockwork::cli_test {
 namespace {
@@ -30,8 +31,7 @@ class CliBench : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = make_temp_dir("cli-bench"); }
   void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
+    remove_tree(dir_);
   }
   const fs::path& dir() const { return dir_; }
 

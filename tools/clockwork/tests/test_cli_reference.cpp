@@ -21,6 +21,7 @@
 #include "reference/model.h"
 #include "harness/testing/cli_runner.h"
 #include "tools/clockwork/tests/npy_reader.h"
+#include "harness/check/temp_dir.h"
 
 namespace clockwork::cli_test {
 namespace {
@@ -35,8 +36,7 @@ class CliReference : public ::testing::Test {
     ASSERT_EQ(r.code, 0) << r.err;
   }
   static void TearDownTestSuite() {
-    std::error_code ec;
-    fs::remove_all(*root_, ec);
+    remove_tree(*root_);
     delete root_;
   }
   static fs::path model() { return *root_ / "tiny"; }
