@@ -41,8 +41,11 @@ inline const char* cuda_error_hint(cudaError_t err) {
       return "check the launch: 1 to 1024 threads per block, at least one block, grid y and z at "
              "most 65535, and no more shared memory than the device allows";
     case cudaErrorInvalidValue:
+      // CUDA 13 also reports a rejected launch configuration this way.
       return "check the arguments: a host pointer where a device pointer belongs, a swapped copy "
-             "direction, or more bytes than the allocation holds";
+             "direction, or more bytes than the allocation holds; after a kernel launch, check the "
+             "launch: 1 to 1024 threads per block, at least one block, grid y and z at most "
+             "65535, and no more shared memory than the device allows";
     case cudaErrorIllegalAddress:
     case cudaErrorLaunchFailure:
       return "a kernel accessed memory outside its buffers; the error shows at the next call that "

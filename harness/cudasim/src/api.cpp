@@ -160,7 +160,10 @@ bool host_registered(const void* p, size_t n) { return is_registered(p, n); }
 
 bool check_launch(const LaunchConfig& c, const char* kernel, const char* file, unsigned line) {
   std::string why;
-  cudaError_t err = cudaErrorInvalidConfiguration;
+  // CUDA 13 reports every rejected configuration as cudaErrorInvalidValue (seen on an H200 with
+  // CUDA 13.0: a 1025-thread block, a zero grid, grid.y 65536 ...); older toolkits said
+  // cudaErrorInvalidConfiguration. The explanation below names the limit either way.
+  cudaError_t err = cudaErrorInvalidValue;
   const unsigned long long threads = static_cast<unsigned long long>(c.block.x) * c.block.y * c.block.z;
   auto d3 = [](dim3 d) {
     return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
@@ -176,7 +179,6 @@ bool check_launch(const LaunchConfig& c, const char* kernel, const char* file, u
   } else if (c.grid.x > 2147483647u || c.grid.y > 65535 || c.grid.z > 65535) {
     why = "grid " + d3(c.grid) + " exceeds the limits (2^31-1, 65535, 65535)";
   } else if (const size_t limit = dynamic_smem_limit(kernel); c.dynamic_smem > limit) {
-    err = cudaErrorInvalidValue;
     why = std::to_string(c.dynamic_smem) + " bytes of dynamic shared memory requested; the limit for this kernel is " +
           std::to_string(limit) +
           (limit == kDefaultDynamicSharedBytes
@@ -600,7 +602,9 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int 
 
 cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                          cudaMemcpyKind kind) {
-  if (width > dpitch || width > spitch) return fail(cudaErrorInvalidPitchValue);
+  // A width over the pitch: CUDA 13 answers cudaErrorInvalidValue (seen on an H200), not
+  // cudaErrorInvalidPitchValue.
+  if (width > dpitch || width > spitch) return fail(cudaErrorInvalidValue);
   for (size_t r = 0; r < height; ++r) {
     cudaError_t e = cudaMemcpy(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch,
                                width, kind);
@@ -630,7 +634,7 @@ cudaError_t cudaMemset(void* ptr, int value, size_t count) {
 cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t) { return cudaMemset(ptr, value, count); }
 
 cudaError_t cudaMemset2D(void* ptr, size_t pitch, int value, size_t width, size_t height) {
-  if (width > pitch) return fail(cudaErrorInvalidPitchValue);
+  if (width > pitch) return fail(cudaErrorInvalidValue);
   for (size_t r = 0; r < height; ++r) {
     if (cudaError_t e = cudaMemset(static_cast<char*>(ptr) + r * pitch, value, width)) return e;
   }

@@ -60,7 +60,7 @@ TEST(Api, PitchedMemoryCopiesAndMemsets) {
   CHECK(cudaMemcpy2D(back.data(), width * sizeof(float), d, pitch, width * sizeof(float), height, cudaMemcpyDeviceToHost));
   for (int y = 0; y < height; ++y)
     for (int x = 0; x < width; ++x) ASSERT_EQ(back[y * width + x], h[y * width + x] + y) << x << "," << y;
-  EXPECT_EQ(cudaMemcpy2D(d, 8, h.data(), 8, 16, 1, cudaMemcpyHostToDevice), cudaErrorInvalidPitchValue)
+  EXPECT_EQ(cudaMemcpy2D(d, 8, h.data(), 8, 16, 1, cudaMemcpyHostToDevice), cudaErrorInvalidValue)
       << "a width larger than the pitch";
   (void)cudaGetLastError();
   CHECK(cudaFree(d));

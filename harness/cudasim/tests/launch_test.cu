@@ -172,7 +172,9 @@ TEST(Launch, SharedMemoryDeclarations) {
   cudaFree(di);
 }
 
-// Invalid configurations must not run and must set the error CUDA sets.
+// Invalid configurations must not run and must set the error CUDA sets: CUDA 13 answers
+// cudaErrorInvalidValue to each of these (seen on an H200); CUDA 12 and older answered
+// cudaErrorInvalidConfiguration to the first six.
 struct BadLaunch {
   dim3 grid, block;
   size_t smem;
@@ -183,13 +185,13 @@ TEST(Launch, InvalidConfigurationsAreRejected) {
   int* d;
   CHECK(cudaMalloc(&d, 4 * sizeof(int)));
   const BadLaunch cases[] = {
-      {dim3(1), dim3(1025), 0, cudaErrorInvalidConfiguration},     // over 1024 threads
-      {dim3(1), dim3(32, 32, 2), 0, cudaErrorInvalidConfiguration},  // 2048 threads in 3-D
-      {dim3(1), dim3(1, 1, 65), 0, cudaErrorInvalidConfiguration},   // z over 64
-      {dim3(0), dim3(32), 0, cudaErrorInvalidConfiguration},         // empty grid
-      {dim3(1, 65536), dim3(32), 0, cudaErrorInvalidConfiguration},  // grid.y over 65535
-      {dim3(1), dim3(0), 0, cudaErrorInvalidConfiguration},          // empty block
-      {dim3(1), dim3(32), 200 * 1024, cudaErrorInvalidValue},        // more than any opt-in
+      {dim3(1), dim3(1025), 0, cudaErrorInvalidValue},         // over 1024 threads
+      {dim3(1), dim3(32, 32, 2), 0, cudaErrorInvalidValue},    // 2048 threads in 3-D
+      {dim3(1), dim3(1, 1, 65), 0, cudaErrorInvalidValue},     // z over 64
+      {dim3(0), dim3(32), 0, cudaErrorInvalidValue},           // empty grid
+      {dim3(1, 65536), dim3(32), 0, cudaErrorInvalidValue},    // grid.y over 65535
+      {dim3(1), dim3(0), 0, cudaErrorInvalidValue},            // empty block
+      {dim3(1), dim3(32), 200 * 1024, cudaErrorInvalidValue},  // more than any opt-in
   };
   for (const BadLaunch& c : cases) {
     const int marker = -12345;

@@ -82,7 +82,8 @@ int host_shuffle(const std::vector<int>& v, int t, int kind, int width) {
     case 0: src = seg + (3 % width); break;
     case 1: src = (lane - seg) >= 2 ? lane - 2 : lane; break;
     case 2: src = (lane - seg) + 5 < width ? lane + 5 : lane; break;
-    case 3: src = ((lane ^ 6) & ~(width - 1)) == seg ? lane ^ 6 : lane; break;
+    // xor may read an earlier group of `width` lanes, never a later one.
+    case 3: src = (lane ^ 6) < seg + width ? lane ^ 6 : lane; break;
   }
   return v[base + src];
 }

@@ -416,7 +416,10 @@ template <class T>
 T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize,
                   std::source_location l = std::source_location::current()) {
   return cudasim::detail::shuffle(
-      mask, var, [=](int lane) { int s = lane ^ lane_mask; return (s & ~(width - 1)) == (lane & ~(width - 1)) ? s : lane; },
+      // As PTX's shfl.bfly: the partner may sit in an earlier group of `width` lanes, not a later
+      // one (the Programming Guide: "access elements from earlier groups", a later one gives the
+      // lane its own value). Measured on an H200 for width 4, lane 4 ^ 6 = lane 2.
+      mask, var, [=](int lane) { int s = lane ^ (lane_mask & 31); return s <= (lane | (width - 1)) ? s : lane; },
       "__shfl_xor_sync", l);
 }
 inline unsigned __ballot_sync(unsigned mask, int pred, std::source_location l = std::source_location::current()) {
