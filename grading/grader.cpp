@@ -733,14 +733,10 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
     // The student user builds and runs in the work folder, and links the framework build's
     // objects: both must be reachable through folders anyone may enter.
     for (const fs::path& dir : {p.work, opt.framework_build.empty() ? p.work : fs::weakly_canonical(opt.framework_build)}) {
-      for (fs::path up = dir.parent_path(); !up.empty(); up = up.parent_path()) {
-        struct stat st{};
-        if (stat(up.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
-          throw GraderError("the student user '" + p.sandbox.user + "' cannot reach " + dir.string() + ": " +
-                            up.string() + " may not be entered by other users (chmod o+x " + up.string() +
-                            ", or use a folder elsewhere)");
-        }
-        if (up == up.root_path()) break;
+      if (const fs::path up = closed_ancestor(dir); !up.empty()) {
+        throw GraderError("the student user '" + p.sandbox.user + "' cannot reach " + dir.string() + ": " +
+                          up.string() + " may not be entered by other users (chmod o+x " + up.string() +
+                          ", or use a folder elsewhere)");
       }
     }
   }

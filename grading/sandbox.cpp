@@ -152,4 +152,13 @@ Sandbox make_sandbox(const std::string& user) {
   return s;
 }
 
+std::filesystem::path closed_ancestor(const std::filesystem::path& path) {
+  for (std::filesystem::path up = path.parent_path(); !up.empty(); up = up.parent_path()) {
+    struct stat st{};
+    if (::stat(up.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) return up;
+    if (up == up.root_path()) break;
+  }
+  return {};
+}
+
 }  // namespace clockwork::grading

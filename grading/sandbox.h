@@ -42,6 +42,10 @@ struct Sandbox {
   std::string describe() const;
 };
 
+/// The first folder above `path` that users other than its owner may not enter (no o+x), or an
+/// empty path when every one may be: the student user can reach `path` only in the second case.
+std::filesystem::path closed_ancestor(const std::filesystem::path& path);
+
 /// The sandbox this machine allows. `user` is the account student code runs as when the grader
 /// is root; it is created (a system account with no login) when missing. Never throws: what
 /// cannot be had is left out and said in `why_weaker`.
