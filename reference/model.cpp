@@ -94,6 +94,18 @@ torch::Tensor as_torch(const TensorInfo& t) {
   return copy;
 }
 
+TensorData to_tensor_data(const std::string& name, const torch::Tensor& tensor) {
+  const bool f32 = tensor.scalar_type() == torch::kFloat;
+  const torch::Tensor t = tensor.to(torch::kCPU, f32 ? torch::kFloat : torch::kBFloat16).contiguous();
+  TensorData td;
+  td.name = name;
+  td.dtype = f32 ? DType::F32 : DType::BF16;
+  td.shape.assign(t.sizes().begin(), t.sizes().end());
+  td.bytes.resize(static_cast<size_t>(t.numel()) * t.element_size());
+  std::memcpy(td.bytes.data(), t.data_ptr(), td.bytes.size());
+  return td;
+}
+
 WeightLookup checkpoint_lookup(const Checkpoint& checkpoint) {
   return [&checkpoint](const std::string& name) -> torch::Tensor {
     if (!checkpoint.contains(name)) return {};

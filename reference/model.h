@@ -27,6 +27,7 @@
 namespace clockwork {
 class Checkpoint;
 struct TensorInfo;
+struct TensorData;
 }  // namespace clockwork
 
 namespace clockwork::ref {
@@ -60,6 +61,10 @@ WeightLookup lookup_from_map(std::map<std::string, torch::Tensor> weights);
 /// bytes, copied only when the file does not align it to its element size. The Checkpoint must
 /// outlive the tensor.
 torch::Tensor as_torch(const TensorInfo& tensor);
+
+/// The other way: `tensor` as checkpoint data for write_safetensors(), F32 when it is fp32 and
+/// BF16 otherwise (rounded to nearest even). For tests that write the weights they check against.
+TensorData to_tensor_data(const std::string& name, const torch::Tensor& tensor);
 
 /// Every tensor of an opened checkpoint through as_torch() (undefined tensor for a missing
 /// name). `checkpoint` must outlive the lookup and the tensors it returns.

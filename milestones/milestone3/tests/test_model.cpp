@@ -35,7 +35,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-
 struct ModelCase {
   int64_t n_kv_heads;
   bool tied, sharded;
@@ -55,31 +54,13 @@ ModelConfig tiny_config(const ModelCase& m) {
 
 using Weights = std::map<std::string, torch::Tensor>;
 
-TensorData tensor_data(const std::string& name, const torch::Tensor& t) {
-  TensorData td;
-  td.name = name;
-  td.shape = shape_of(t);
-  if (t.scalar_type() == torch::kFloat) {
-    td.dtype = DType::F32;
-    const std::vector<float> v = to_vector(t);
-    td.bytes.resize(v.size() * sizeof(float));
-    std::memcpy(td.bytes.data(), v.data(), td.bytes.size());
-  } else {
-    td.dtype = DType::BF16;
-    const std::vector<__nv_bfloat16> v = to_bf16_vector(t);
-    td.bytes.resize(v.size() * sizeof(__nv_bfloat16));
-    std::memcpy(td.bytes.data(), v.data(), td.bytes.size());
-  }
-  return td;
-}
-
 // Writes config.json and the weights (in checkpoint order) as model.safetensors or as 3 shards.
 void write_checkpoint(const fs::path& dir, const ModelConfig& c, const Weights& w, bool sharded) {
   std::ofstream(dir / "config.json") << c.to_json();
   std::vector<TensorData> tensors;
   for (const ref::WeightSpec& spec : ref::weight_specs(c)) {
     const auto it = w.find(spec.name);
-    if (it != w.end()) tensors.push_back(tensor_data(spec.name, it->second));
+    if (it != w.end()) tensors.push_back(ref::to_tensor_data(spec.name, it->second));
   }
   if (sharded) {
     write_sharded(dir, tensors, ShardingOptions{.num_shards = 3});

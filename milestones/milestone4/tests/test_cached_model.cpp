@@ -42,17 +42,6 @@ using Weights = std::map<std::string, torch::Tensor>;
 // Two layers of the tiny shape (milestone 3's tiny_config.h), a context of 64 positions.
 ModelConfig tiny_config(int64_t n_kv_heads) { return tiny_test_config(n_kv_heads, 2, 64); }
 
-TensorData tensor_data(const std::string& name, const torch::Tensor& t) {
-  TensorData td;
-  td.name = name;
-  td.shape = shape_of(t);
-  td.dtype = DType::BF16;
-  const std::vector<__nv_bfloat16> v = to_bf16_vector(t);
-  td.bytes.resize(v.size() * sizeof(__nv_bfloat16));
-  std::memcpy(td.bytes.data(), v.data(), td.bytes.size());
-  return td;
-}
-
 // A checkpoint directory with random weights, and the reference model on the same weights.
 struct Tiny {
   ModelConfig config;
@@ -67,7 +56,7 @@ struct Tiny {
     std::ofstream(dir.path() / "config.json") << config.to_json();
     std::vector<TensorData> tensors;
     for (const ref::WeightSpec& spec : ref::weight_specs(config))
-      tensors.push_back(tensor_data(spec.name, weights.at(spec.name)));
+      tensors.push_back(ref::to_tensor_data(spec.name, weights.at(spec.name)));
     write_safetensors(dir.path() / "model.safetensors", tensors);
   }
 

@@ -27,17 +27,6 @@ namespace {
 
 using Weights = std::map<std::string, torch::Tensor>;
 
-TensorData tensor_data(const std::string& name, const torch::Tensor& t) {
-  TensorData td;
-  td.name = name;
-  td.shape = shape_of(t);
-  td.dtype = DType::BF16;
-  const std::vector<__nv_bfloat16> v = to_bf16_vector(t);
-  td.bytes.resize(v.size() * sizeof(__nv_bfloat16));
-  std::memcpy(td.bytes.data(), v.data(), td.bytes.size());
-  return td;
-}
-
 // Two layers of the tiny shape (d 64, h 4, h_d 16, d_ff 96, V 97) with a context of 256, its
 // checkpoint directory and the reference model on the same weights.
 struct Tiny {
@@ -53,7 +42,7 @@ struct Tiny {
     std::ofstream(dir.path() / "config.json") << config.to_json();
     std::vector<TensorData> tensors;
     for (const ref::WeightSpec& spec : ref::weight_specs(config))
-      tensors.push_back(tensor_data(spec.name, weights.at(spec.name)));
+      tensors.push_back(ref::to_tensor_data(spec.name, weights.at(spec.name)));
     write_safetensors(dir.path() / "model.safetensors", tensors);
   }
 };
