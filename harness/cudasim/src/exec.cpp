@@ -857,13 +857,8 @@ void* dynamic_shared_named(const char* name, size_t elem_bytes) {
 
 void spin_yield(const char* why) { spin_yield_at(why, __builtin_return_address(0)); }
 
-void spin_yield_at(const char* why, const void* pc) {
-  check::RuntimeCode runtime;
-  Lane* l = tl_lane;
-  if (!l || !tl_worker) return;  // host code
-  Worker& w = *tl_worker;
-  note_spin(w, why, pc);
-  const unsigned me = l->linear;
+// Puts the running lane at the back of its worker's queue and runs the next ready one, if any.
+void yield_lane(Worker& w, unsigned me) {
   queue_back(w, me);
   unsigned next;
   if (!next_ready(w, next) || next == me) return;
@@ -872,18 +867,19 @@ void spin_yield_at(const char* why, const void* pc) {
   tl_lane = &w.lanes[me];
 }
 
+void spin_yield_at(const char* why, const void* pc) {
+  check::RuntimeCode runtime;
+  Lane* l = tl_lane;
+  if (!l || !tl_worker) return;  // host code
+  note_spin(*tl_worker, why, pc);
+  yield_lane(*tl_worker, l->linear);
+}
+
 void profile_yield() {
   check::RuntimeCode runtime;
   Lane* l = tl_lane;
   if (!l || !tl_worker) return;
-  Worker& w = *tl_worker;
-  const unsigned me = l->linear;
-  queue_back(w, me);
-  unsigned next;
-  if (!next_ready(w, next) || next == me) return;
-  tl_lane = &w.lanes[next];
-  jump(w, w.fibers[next], &w.fibers[me]);
-  tl_lane = &w.lanes[me];
+  yield_lane(*tl_worker, l->linear);
 }
 
 void note_atomic(const void* p) {
