@@ -39,6 +39,7 @@ struct AttentionVariant {
   bool per_head_out = false;  // O memory [h, s, h_d] returned as [s, h*h_d]
   bool scale = true;          // divide scores by sqrt(h_d)
   bool scale_by_hd = false;   // divide scores by h_d instead
+  bool empty_rows_zero = false;  // a row with every key masked comes out as zeros, not NaN
 };
 
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -91,8 +92,11 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
   }
   scores = scores.masked_fill(masked, -std::numeric_limits<float>::infinity());
 
-  const torch::Tensor probs =
+  torch::Tensor probs =
       var.stable_softmax ? ref::softmax_rows(scores) : wrong::softmax_no_max(scores);
+  // A kernel that sums only the visible keys leaves an empty row at 0 (0 · 1/0 is never formed);
+  // torch's softmax of an all −inf row is NaN.
+  if (var.empty_rows_zero) probs = probs.nan_to_num(0.0);
   const torch::Tensor o = torch::matmul(probs, vg).contiguous();  // [h, s_q, h_d]
   return var.per_head_out ? o.reshape({s_q, n_heads * head_dim}) : ref::from_heads(o);
 }
@@ -277,7 +281,16 @@ std::vector<Pitfall> make_table() {
       "Your mask also hides the diagonal (q >= p instead of q > p): every position must attend "
       "to itself, and the first row becomes all −inf, hence NaN.")
       .attention = wrong::attention_mask_includes_diagonal;
+  add("mask_includes_diagonal_zero_rows", 7,
+      "Your mask also hides the diagonal (q >= p instead of q > p): every position must attend "
+      "to itself. The first row then has no key left to see, and your kernel wrote zeros there.")
+      .attention = wrong::attention_mask_includes_diagonal_zero_rows;
 
+  add("lm_head_first_row", 8,
+      "Your logits are those of row 0, the first position: the next token is predicted from the "
+      "LAST row, s−1 (normalise x + (s−1)·d, then one GEMV). Projecting all s rows into the [V] "
+      "buffer also leaves row 0's logits there, and overruns the buffer.")
+      .lm_head = wrong::lm_head_first_row;
   add("lm_head_all_rows", 8,
       "You projected all s rows through lm_head (an [s, V] result); only the last row is needed: "
       "one GEMV giving [V] logits.")
@@ -571,6 +584,16 @@ torch::Tensor attention_mask_includes_diagonal(const torch::Tensor& q, const tor
   return attention(q, k, v, n_heads, n_kv_heads, var);
 }
 
+torch::Tensor attention_mask_includes_diagonal_zero_rows(const torch::Tensor& q,
+                                                         const torch::Tensor& k,
+                                                         const torch::Tensor& v, int64_t n_heads,
+                                                         int64_t n_kv_heads) {
+  AttentionVariant var;
+  var.mask = Mask::kIncludesDiagonal;
+  var.empty_rows_zero = true;
+  return attention(q, k, v, n_heads, n_kv_heads, var);
+}
+
 torch::Tensor attention_softmax_no_max(const torch::Tensor& q, const torch::Tensor& k,
                                        const torch::Tensor& v, int64_t n_heads,
                                        int64_t n_kv_heads) {
@@ -662,6 +685,10 @@ torch::Tensor attention_online_tiled(const torch::Tensor& q, const torch::Tensor
     m = m_new;
   }
   return ref::from_heads(acc / l);
+}
+
+torch::Tensor lm_head_first_row(const torch::Tensor& x_normed, const torch::Tensor& w) {
+  return ref::lm_head(x_normed.dim() == 1 ? x_normed : x_normed[0], w);
 }
 
 torch::Tensor lm_head_all_rows(const torch::Tensor& x_normed, const torch::Tensor& w) {

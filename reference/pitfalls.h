@@ -28,7 +28,8 @@
 //   * rope_*: position 0 is never rotated; use s > 1. rope_base_10000 equals RoPE when theta is
 //   1e4.
 //   * gqa_head_modulo: needs 1 < h_k < h. layout_*: needs s > 1 and h > 1. masks: need s > 1.
-//   * mask_includes_diagonal makes the first row NaN (every score masked).
+//   * mask_includes_diagonal makes the first row NaN (every score masked); its _zero_rows form
+//     gives zeros there instead, as a kernel that loops over the visible keys only does.
 //   * rms_norm_eps_fixed_*: only when the caller's ε differs from the fixed one and mean(x²) is not
 //     far above ε (rows around 1e-3, or ε = 1e-2).
 //   * rope_theta_fixed_500000: only when theta is not 500000. rope_positions_from_one: any s > 0.
@@ -195,6 +196,11 @@ torch::Tensor attention_mask_diagonal_only(const torch::Tensor& q, const torch::
 torch::Tensor attention_mask_includes_diagonal(const torch::Tensor& q, const torch::Tensor& k,
                                                const torch::Tensor& v, int64_t n_heads,
                                                int64_t n_kv_heads);
+/// The same mask, from a kernel that sums only the visible keys: the empty first row is 0.
+torch::Tensor attention_mask_includes_diagonal_zero_rows(const torch::Tensor& q,
+                                                         const torch::Tensor& k,
+                                                         const torch::Tensor& v, int64_t n_heads,
+                                                         int64_t n_kv_heads);
 torch::Tensor attention_softmax_no_max(const torch::Tensor& q, const torch::Tensor& k,
                                        const torch::Tensor& v, int64_t n_heads, int64_t n_kv_heads);
 torch::Tensor attention_no_scale(const torch::Tensor& q, const torch::Tensor& k,
@@ -231,6 +237,8 @@ torch::Tensor attention_online_tiled(const torch::Tensor& q, const torch::Tensor
                                      int64_t tile, OnlineSoftmaxMistake mistake);
 
 /// Every row projected: x_normed [s, d], w [V, d] -> [s, V] (the shape gives it away).
+/// Logits of row 0 of x_normed [s, d] instead of the last row: [V].
+torch::Tensor lm_head_first_row(const torch::Tensor& x_normed, const torch::Tensor& w);
 torch::Tensor lm_head_all_rows(const torch::Tensor& x_normed, const torch::Tensor& w);
 
 /// A lookup that answers post_attention_layernorm.weight with the same layer's

@@ -7,6 +7,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/check/compare.h"
@@ -97,6 +98,37 @@ torch::Tensor masked_scores(const std::vector<float>& raw, int rows, int cols, f
   return s.masked_fill(future, -std::numeric_limits<float>::infinity());
 }
 
+// The mask is the kernel's own work, so its mistakes are built from the raw scores: each wrong
+// mask, with an empty row given as NaN (torch) and as zeros (a kernel that sums only the keys it
+// sees writes 0 there). The diagonal hidden comes first: on a 1×1 input it cannot be told from a
+// mask on the diagonal only, and it is the more common slip (q >= p for q > p).
+std::vector<PitfallCandidate> mask_pitfalls(const std::vector<float>& raw, int rows, int cols,
+                                            float scale) {
+  const torch::Tensor s = to_tensor(raw, {rows, cols}) * scale;
+  const torch::Tensor col = torch::arange(cols).unsqueeze(0);
+  const torch::Tensor pos = (torch::arange(rows) + (cols - rows)).unsqueeze(1);
+  struct WrongMask {
+    const char* name;             // the pitfall when an empty row is NaN
+    const char* empty_rows_zero;  // ... and when it is 0
+    torch::Tensor hidden;
+  };
+  const WrongMask masks[] = {
+      {"mask_includes_diagonal", "mask_includes_diagonal_zero_rows", col >= pos},
+      {"mask_diagonal_only", "mask_diagonal_only", col == pos},
+      {"mask_missing", "mask_missing", torch::zeros({rows, cols}, torch::kBool)},
+  };
+  std::vector<PitfallCandidate> out;
+  for (const WrongMask& m : masks) {
+    const torch::Tensor probs =
+        ref::softmax_rows(s.masked_fill(m.hidden, -std::numeric_limits<float>::infinity()));
+    const ref::Pitfall& as_nan = ref::find_pitfall(m.name);
+    const ref::Pitfall& as_zero = ref::find_pitfall(m.empty_rows_zero);
+    out.push_back({as_nan.name, as_nan.message, to_vector(probs)});
+    out.push_back({as_zero.name, as_zero.message, to_vector(probs.nan_to_num(0.0))});
+  }
+  return out;
+}
+
 TEST(CausalSoftmax, MatchesReference) {
   const SoftmaxCase cases[] = {
       {1, 1, 1.f, "one score"},
@@ -116,9 +148,13 @@ TEST(CausalSoftmax, MatchesReference) {
     scores.upload(raw);
     kernels::causal_softmax(scores.data(), c.rows, c.cols, scale);
     const torch::Tensor masked = masked_scores(raw, c.rows, c.cols, scale);
+    std::vector<PitfallCandidate> candidates = softmax_pitfalls(masked);
+    for (PitfallCandidate& m : mask_pitfalls(raw, c.rows, c.cols, scale)) {
+      candidates.push_back(std::move(m));
+    }
     EXPECT_TRUE(matches_reference(scores, to_vector(ref::softmax_rows(masked)),
                                   tol::softmax(c.cols),
-                                  explaining(softmax_pitfalls(masked), scores)));
+                                  explaining(std::move(candidates), scores)));
   }
 }
 
