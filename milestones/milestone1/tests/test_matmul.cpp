@@ -1,11 +1,10 @@
 // Milestone 1: both matmul variants (x·wᵀ with bf16 weights) against the reference.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <iterator>
 #include <string>
-#include <string_view>
 
+#include "harness/check/checked_run.h"
 #include "harness/check/compare.h"
 #include "harness/check/device_buffer.h"
 #include "harness/check/random.h"
@@ -67,18 +66,11 @@ TEST(Matmul, NaiveMatchesReferenceOnAwkwardShapes) {
   for (const MatmulCase& c : kSmall) check_case(c, kernels::MatmulVariant::Naive);
 }
 
-// Under the CPU backend's checker (the .check run, CUDASIM_CHECK set) every access is recorded, at
-// several times the plain cost: there the k/v shape alone is checked. Races and bounds depend on
-// k and on the tile edges, which it shares with the others; q/o and up only add blocks of the
-// same code, and the plain run (.sim, .cuda) still compares all three.
-bool checker_on() {
-  const char* check = std::getenv("CUDASIM_CHECK");
-  return check != nullptr && *check != '\0' && std::string_view(check) != "0" &&
-         std::string_view(check) != "none";
-}
-
+// Under the checker (checked_run()) the k/v shape alone is checked: races and bounds depend on k
+// and on the tile edges, which it shares with the others; q/o and up only add blocks of the same
+// code, and the plain run (.sim, .cuda) still compares all three.
 TEST(Matmul, LlamaProjectionShapes) {
-  const size_t cases = checker_on() ? 1 : std::size(kLlama);
+  const size_t cases = checked_run() ? 1 : std::size(kLlama);
   for (size_t i = 0; i < cases; ++i) check_case(kLlama[i], kernels::MatmulVariant::Tiled);
   check_case(kLlama[0], kernels::MatmulVariant::Naive);
 }
