@@ -9,8 +9,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -22,10 +20,10 @@
 #include "harness/check/tolerances.h"
 #include "harness/check/torch_bridge.h"
 #include "harness/profiling/nvtx_recorder.h"
-#include "harness/model/safetensors.h"
 #include "harness/pipeline/model.h"
 #include "milestones/milestone3/tests/chain.h"
 #include "milestones/milestone3/tests/end_to_end.h"
+#include "milestones/milestone3/tests/tiny_checkpoint.h"
 #include "milestones/milestone3/tests/tiny_config.h"
 #include "reference/model.h"
 #include "reference/ops.h"
@@ -50,23 +48,6 @@ ModelConfig tiny_config(const ModelCase& m) {
   c.rope_scaling = m.scaling;
   c.head_dim = m.head_dim;
   return c;
-}
-
-using Weights = std::map<std::string, torch::Tensor>;
-
-// Writes config.json and the weights (in checkpoint order) as model.safetensors or as 3 shards.
-void write_checkpoint(const fs::path& dir, const ModelConfig& c, const Weights& w, bool sharded) {
-  std::ofstream(dir / "config.json") << c.to_json();
-  std::vector<TensorData> tensors;
-  for (const ref::WeightSpec& spec : ref::weight_specs(c)) {
-    const auto it = w.find(spec.name);
-    if (it != w.end()) tensors.push_back(ref::to_tensor_data(spec.name, it->second));
-  }
-  if (sharded) {
-    write_sharded(dir, tensors, ShardingOptions{.num_shards = 3});
-  } else {
-    write_safetensors(dir / "model.safetensors", tensors);
-  }
 }
 
 std::vector<int64_t> widen(const std::vector<int32_t>& ids) {

@@ -9,8 +9,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -22,8 +20,9 @@
 #include "harness/check/tolerances.h"
 #include "harness/check/torch_bridge.h"
 #include "harness/profiling/nvtx_recorder.h"
-#include "harness/model/safetensors.h"
 #include "milestones/milestone3/tests/candidates.h"
+#include "milestones/milestone3/tests/end_to_end.h"
+#include "milestones/milestone3/tests/tiny_checkpoint.h"
 #include "milestones/milestone3/tests/tiny_config.h"
 #include "harness/pipeline/cached_model.h"
 #include "harness/pipeline/decode_bench.h"
@@ -36,7 +35,6 @@ namespace clockwork {
 namespace {
 
 namespace fs = std::filesystem;
-using Weights = std::map<std::string, torch::Tensor>;
 
 // ---- tiny checkpoints ------------------------------------------------------------------------
 
@@ -44,22 +42,8 @@ using Weights = std::map<std::string, torch::Tensor>;
 ModelConfig tiny_config(int64_t n_kv_heads) { return tiny_test_config(n_kv_heads, 2, 64); }
 
 // A checkpoint directory with random weights, and the reference model on the same weights.
-struct Tiny {
-  ModelConfig config;
-  Weights weights;
-  TempDir dir;
-  ref::Model reference;
-
-  Tiny(int64_t n_kv_heads, uint64_t seed)
-      : config(tiny_config(n_kv_heads)),
-        weights(ref::random_weights(config, seed)),
-        reference(config, ref::lookup_from_map(weights)) {
-    std::ofstream(dir.path() / "config.json") << config.to_json();
-    std::vector<TensorData> tensors;
-    for (const ref::WeightSpec& spec : ref::weight_specs(config))
-      tensors.push_back(ref::to_tensor_data(spec.name, weights.at(spec.name)));
-    write_safetensors(dir.path() / "model.safetensors", tensors);
-  }
+struct Tiny : TinyCheckpoint {
+  Tiny(int64_t n_kv_heads, uint64_t seed) : TinyCheckpoint(tiny_config(n_kv_heads), seed) {}
 
   CachedModel load(KvCacheKind kind, int page_size = 16, int split_size = 0,
                    int max_positions = 0, bool verify_writes = true) const {
@@ -82,25 +66,7 @@ std::vector<int64_t> widen(const std::vector<int32_t>& ids) {
   return {ids.begin(), ids.end()};
 }
 
-// ---- tolerances (as milestone 3 derives them) -------------------------------------------------
-
-// After `layers` layers: every layer adds the rounding of its nine ops and carries the earlier
-// layers' errors on.
-Tolerance after_layers(const ModelConfig& c, int64_t s, int64_t layers) {
-  const int64_t d = c.hidden_size;
-  const Tolerance ops[] = {tol::rms_norm(d),  tol::matmul(d),        tol::rope(s),
-                           tol::attention(c.head_dim, s), tol::matmul(d), tol::rms_norm(d),
-                           tol::matmul(d),    tol::swiglu(),         tol::matmul(c.intermediate_size)};
-  Tolerance t{0, 0,
-              "each layer adds the rounding of its nine ops (norms, projections, RoPE, attention, "
-              "SwiGLU) and carries the earlier layers' errors on",
-              0};
-  for (const Tolerance& p : ops) {
-    t.rtol += static_cast<double>(layers) * p.rtol;
-    t.rms_atol += static_cast<double>(layers) * p.rms_atol;
-  }
-  return t;
-}
+// ---- tolerances (milestone 3's whole-model allowance, end_to_end.h) -----------------------------
 
 // K or V of layer `layer`: the layers before it, then RMSNorm, a projection over d and RoPE.
 Tolerance kv_tolerance(const ModelConfig& c, int64_t s, int64_t layer) {
@@ -115,10 +81,9 @@ Tolerance kv_tolerance(const ModelConfig& c, int64_t s, int64_t layer) {
   return t;
 }
 
-Tolerance logits_tolerance(const ModelConfig& c, int64_t s) {
-  Tolerance t = after_layers(c, s, c.num_layers);
-  t.rtol += tol::rms_norm(c.hidden_size).rtol + tol::matmul(c.hidden_size).rtol;
-  t.rms_atol += tol::rms_norm(c.hidden_size).rms_atol + tol::matmul(c.hidden_size).rms_atol;
+// The logits: milestone 3's allowance for a whole model (end_to_end.h).
+Tolerance cached_logits_tolerance(const ModelConfig& c, int64_t s) {
+  Tolerance t = logits_tolerance(c, s);
   t.why =
       "cached and uncached runs differ only in how attention adds up (one query against the "
       "cache vs the whole score matrix), but that difference goes through every later op: "
@@ -309,7 +274,7 @@ void check_generation(const GenerationCase& g) {
   std::vector<float> cached = model.prefill(ids);
   for (int step = 0; step < steps(); ++step) {
     const std::vector<float> uncached = model.forward_uncached(ids);
-    const Tolerance tol = logits_tolerance(t.config, static_cast<int64_t>(ids.size()));
+    const Tolerance tol = cached_logits_tolerance(t.config, static_cast<int64_t>(ids.size()));
     std::vector<PitfallCandidate> candidates;
     for (size_t i = 0; i < wrong.size() && step > 0; ++i) {
       candidates.push_back(

@@ -7,44 +7,27 @@
 
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "harness/check/compare.h"
 #include "harness/check/temp_dir.h"
 #include "harness/check/torch_bridge.h"
-#include "harness/model/safetensors.h"
 #include "harness/pipeline/cached_model.h"
 #include "harness/pipeline/model.h"
 #include "milestones/milestone3/tests/end_to_end.h"
+#include "milestones/milestone3/tests/tiny_checkpoint.h"
 #include "milestones/milestone3/tests/tiny_config.h"
 #include "reference/model.h"
 
 namespace clockwork {
 namespace {
 
-using Weights = std::map<std::string, torch::Tensor>;
-
 // Two layers of the tiny shape (d 64, h 4, h_d 16, d_ff 96, V 97) with a context of 256, its
 // checkpoint directory and the reference model on the same weights.
-struct Tiny {
-  ModelConfig config;
-  Weights weights;
-  TempDir dir;
-  ref::Model reference;
-
+struct Tiny : TinyCheckpoint {
   Tiny(int64_t n_kv_heads, uint64_t seed)
-      : config(tiny_test_config(n_kv_heads, 2, 256)),
-        weights(ref::random_weights(config, seed)),
-        reference(config, ref::lookup_from_map(weights)) {
-    std::ofstream(dir.path() / "config.json") << config.to_json();
-    std::vector<TensorData> tensors;
-    for (const ref::WeightSpec& spec : ref::weight_specs(config))
-      tensors.push_back(ref::to_tensor_data(spec.name, weights.at(spec.name)));
-    write_safetensors(dir.path() / "model.safetensors", tensors);
-  }
+      : TinyCheckpoint(tiny_test_config(n_kv_heads, 2, 256), seed) {}
 };
 
 std::vector<int32_t> prompt(int s, int vocab, uint64_t seed) {
