@@ -25,11 +25,17 @@ constexpr uint32_t kPoisonBits = 0xFFFFFFFFu;  // DeviceBuffer's poison, read as
 constexpr int64_t kTiles[] = {8, 16, 32, 64, 128, 256};
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-bool is_poison(float v) {
+// The CPU backend's __shared__ poison (16-bit words 0xFFF1). Arithmetic keeps a NaN operand's
+// bits, so a value computed from shared memory nobody wrote carries it to the output.
+constexpr uint32_t kSharedPoisonBits = 0xFFF1FFF1u;
+
+uint32_t bits_of(float v) {
   uint32_t b;
   std::memcpy(&b, &v, sizeof b);
-  return b == kPoisonBits;
+  return b;
 }
+
+bool is_poison(float v) { return bits_of(v) == kPoisonBits; }
 
 std::string num(double v) {
   char buf[32];
@@ -424,6 +430,7 @@ CompareReport compare(const std::vector<float>& got, const std::vector<float>& e
     const float g = got[i];
     const float e = expected[i];
     const bool poison = is_poison(g);
+    if (bits_of(g) == kSharedPoisonBits) ++r.from_unwritten_shared;
     if (poison) {
       ++r.unwritten;
       ++f.unwritten_in_row[i / row_len];
@@ -480,6 +487,16 @@ CompareReport compare(const std::vector<float>& got, const std::vector<float>& e
         "the kernel run? Check the grid and block sizes, and call cudaGetLastError() right after "
         "the launch.");
     return r;
+  }
+  if (r.from_unwritten_shared > 0) {
+    const bool all = r.from_unwritten_shared == n;
+    r.findings.push_back(
+        std::string(all ? "Every element holds"
+                        : count_of(r.from_unwritten_shared, "element holds", "elements hold")) +
+        " the CPU backend's __shared__ poison (bits 0xFFF1FFF1): computed from shared memory "
+        "that no thread had written yet. Look for a missing __syncthreads() between loading a "
+        "tile into shared memory and reading it, or a part of the tile that is never loaded.");
+    if (all) return r;
   }
   if (rank >= 1 && r.unwritten) unwritten_findings(r, f, got);
   nonfinite_findings(r, f);

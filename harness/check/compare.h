@@ -68,6 +68,9 @@ struct CompareReport {
   size_t nan = 0;                 ///< got NaN where expected is finite (never-written excluded)
   size_t inf = 0;                 ///< got ±Inf where expected is finite
   size_t unwritten = 0;           ///< got holds the poison bit pattern 0xFFFFFFFF
+  /// got holds the CPU backend's __shared__ poison 0xFFF1FFF1 (counted in nan too): computed
+  /// from shared memory that was never written
+  size_t from_unwritten_shared = 0;
   size_t expected_nonfinite = 0;  ///< expected NaN or ±Inf (such an element must match in kind)
 
   double max_abs = 0;  ///< largest |got − expected| over elements where both are finite

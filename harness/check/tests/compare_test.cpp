@@ -164,6 +164,31 @@ TEST(Unwritten, NothingWrittenSaysSo) {
       << "listing never-written elements one by one adds nothing";
 }
 
+// Values computed from the CPU backend's unwritten __shared__ memory carry its poison (bits
+// 0xFFF1FFF1): that is a missing barrier or an unloaded tile, not a kernel that never ran.
+float shared_poison_value() {
+  const uint32_t bits = 0xFFF1FFF1u;
+  float v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+TEST(Unwritten, ValuesFromUnwrittenSharedMemoryAreNamed) {
+  const std::vector<float> all(32, shared_poison_value());
+  const CompareReport r = compare(all, ramp(32), {4, 8}, kTight);
+  EXPECT_EQ(r.from_unwritten_shared, 32u);
+  EXPECT_EQ(r.unwritten, 0u) << "the kernel did write these elements";
+  EXPECT_TRUE(any_finding_contains(r, "Every element holds the CPU backend's __shared__ poison"));
+  EXPECT_TRUE(any_finding_contains(r, "missing __syncthreads()"));
+  EXPECT_FALSE(any_finding_contains(r, "Nothing was written"));
+
+  auto some = ramp(32);
+  some[5] = some[17] = shared_poison_value();
+  const CompareReport s = compare(some, ramp(32), {4, 8}, kTight);
+  EXPECT_EQ(s.from_unwritten_shared, 2u);
+  EXPECT_TRUE(any_finding_contains(s, "2 elements hold the CPU backend's __shared__ poison"));
+}
+
 TEST(Unwritten, RowsPastTheLastFullTile) {
   const int64_t rows = 70, cols = 8;
   const auto expected = ramp(rows * cols);

@@ -20,7 +20,9 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <random>
@@ -131,6 +133,18 @@ Options& current_options() {
 const Options& options() { return current_options(); }
 
 // Says once per process why CUDASIM_CHECK has no effect in a program built without checking.
+// __shared__ memory starts as 16-bit words 0xFFF1: NaN as float, bf16, half and double, like
+// cudaMalloc's 0xFF bytes, but a different NaN. x86 arithmetic passes a NaN operand's bits on, so
+// an output computed from shared memory no thread wrote still shows 0xFFF1FFF1, and the test
+// harness can say that instead of "nothing was written" (a missing barrier after a tile load).
+void poison_shared(unsigned char* p, size_t bytes) {
+  unsigned char* const end = p + bytes;
+  if (p < end && (reinterpret_cast<uintptr_t>(p) & 1)) *p++ = 0xFF;  // high byte of a word
+  constexpr uint64_t kWords = 0xFFF1FFF1FFF1FFF1ull;                  // from an even address
+  for (; end - p >= 8; p += 8) std::memcpy(p, &kWords, 8);
+  for (size_t i = 0; p + i < end; ++i) p[i] = (i & 1) ? 0xFF : 0xF1;
+}
+
 void explain_unchecked_build() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -597,7 +611,7 @@ void run_block(Worker& w, const Job& job, uint64_t k) {
   w.job = &job;
   w.checked = check::g_launch_checked;
   w.order_kind = options().order;
-  if (options().poison) std::memset(b.dynamic_smem, 0xff, dyn);
+  if (options().poison) poison_shared(b.dynamic_smem, dyn);
   if (w.order_kind == Order::Shuffle) w.rng.seed(options().seed * 0x9e3779b97f4a7c15ull ^ (job.launch_index << 32) ^ k);
 
   while (w.fibers.size() < n) w.fibers.push_back(make_fiber(w, static_cast<unsigned>(w.fibers.size())));
@@ -831,7 +845,7 @@ void* shared_alloc(size_t bytes, size_t align, size_t elem_bytes, const char* na
           ":" + std::to_string(line) + ")");
   }
   w.arena_used = at + bytes;
-  if (options().poison) std::memset(w.arena + at, 0xff, bytes);
+  if (options().poison) poison_shared(w.arena + at, bytes);
   if (w.checked) check::shared_variable(w.arena + at, bytes, elem_bytes, name, file, line);
   return w.arena + at;
 }

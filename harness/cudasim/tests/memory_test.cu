@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -139,6 +140,15 @@ TEST(Memory, FreshAllocationsAndSharedMemoryArePoisoned) {
   read_unwritten_shared<<<1, 32>>>(d);
   CHECK(cudaMemcpy(h.data(), d, 32 * 4, cudaMemcpyDeviceToHost));
   for (float v : h) ASSERT_TRUE(std::isnan(v)) << "unwritten shared memory should read as NaN";
+#ifdef __CUDASIM__
+  // A NaN of its own (16-bit words 0xFFF1), so an output computed from it can be told apart from
+  // an output never written (0xFF bytes).
+  for (float v : h) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    ASSERT_EQ(bits, 0xFFF1FFF1u) << "the CPU backend's __shared__ poison";
+  }
+#endif
   cudaFree(d);
 }
 #endif
