@@ -222,7 +222,7 @@ struct BatchedGenerator::Impl {
   std::string name(int r) const { return "request " + std::to_string(r); }
 
   // Greedy choice among the choosable tokens; ties go to the lowest id, NaN is never chosen.
-  int32_t pick(const float* row) const {
+  int32_t pick(const float* row, int r, const char* phase) const {
     const int n = options.choosable > 0 ? std::min<int>(options.choosable, vocab()) : vocab();
     int32_t best = 0;
     float best_v = 0.f;
@@ -237,8 +237,12 @@ struct BatchedGenerator::Impl {
       }
     }
     if (!have) {
-      throw std::runtime_error("BatchedGenerator: every logit is NaN; run clockwork verify to "
-                               "find the first layer that goes wrong");
+      throw std::runtime_error(
+          "BatchedGenerator: every logit of " + name(r) + " is NaN after " + phase +
+          (std::string(phase) == "prefill"
+               ? "; run clockwork verify to find the first layer that goes wrong"
+               : "; the batched decode kernels of milestone 5 (batched_kv_cache_append, "
+                 "batched_decode_attention) are missing or broken: run ctest -L milestone5"));
     }
     return best;
   }
@@ -290,7 +294,7 @@ struct BatchedGenerator::Impl {
     std::vector<float> host(static_cast<size_t>(vocab()));
     CUDA_CHECK(cudaMemcpy(host.data(), prefill_logits, host.size() * sizeof(float),
                           cudaMemcpyDeviceToHost));
-    if (!record(r, pick(host.data()), out)) batch.push_back(r);
+    if (!record(r, pick(host.data(), r, "prefill"), out)) batch.push_back(r);
   }
 
   void admit(std::vector<BatchToken>& out) {
@@ -417,7 +421,8 @@ struct BatchedGenerator::Impl {
     std::vector<int> still;
     for (int i = 0; i < B; ++i) {
       const int r = batch[static_cast<size_t>(i)];
-      if (!record(r, pick(host.data() + static_cast<size_t>(i) * vocab()), out)) still.push_back(r);
+      if (!record(r, pick(host.data() + static_cast<size_t>(i) * vocab(), r, "the batched decode step"), out))
+        still.push_back(r);
     }
     batch = std::move(still);
   }

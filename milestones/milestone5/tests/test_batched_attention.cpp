@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstddef>
 #include <cstdio>
 #include <numeric>
 #include <optional>
@@ -155,7 +156,7 @@ std::string diagnose_append(const Batch& bt, const std::vector<float>& pool,
     return "it landed at position " + std::to_string(p) + " of its own pages instead of " +
            std::to_string(pos);
   }
-  return "it is nowhere in the pool";
+  return "it is nowhere in the pool (was anything written?)";
 }
 
 void check_append(Batch& bt, const std::vector<float>& before_k, const std::vector<float>& before_v,
@@ -267,7 +268,7 @@ std::vector<double> reference_one(const Batch& bt, const std::vector<float>& hk,
 // Tolerance: every output is a convex combination of V values ~N(0, 1), computed in fp32 with
 // __expf (a few ulp) and sums over at most a few thousand terms, so the error stays well below
 // 1e-4 in absolute terms; a wrong position, page or softmax is off by O(0.1) or more.
-constexpr double kAtol = 2e-4, kRtol = 1e-4;
+constexpr double kAtol = 2e-4, kRtol = 1e-4;  // as printed in the messages below
 
 bool close_to(const float* got, const std::vector<double>& want) {
   for (size_t i = 0; i < want.size(); ++i) {
@@ -281,6 +282,10 @@ std::string diagnose_attention(const Batch& bt, const std::vector<float>& hk,
                                const std::vector<float>& hv, const float* q, const float* got,
                                int b, int n_heads) {
   const int len = bt.lens[static_cast<size_t>(b)];
+  if (std::all_of(got, got + static_cast<ptrdiff_t>(n_heads) * bt.h_d,
+                  [](float x) { return std::isnan(x); })) {
+    return "the output row still holds its poison (NaN): nothing was written to it";
+  }
   for (int o = 0; o < bt.batch(); ++o) {
     if (o != b && len <= bt.lens[static_cast<size_t>(o)] &&
         close_to(got, reference_one(bt, hk, hv, q, o, len, n_heads))) {
@@ -319,8 +324,8 @@ void run_attention_case(const std::vector<int>& lens, int h_k, int group, uint64
         reference_one(bt, hk, hv, qb, b, bt.lens[static_cast<size_t>(b)], n_heads);
     EXPECT_TRUE(close_to(gb, want))
         << "request " << b << " (length " << bt.lens[static_cast<size_t>(b)]
-        << "): attention output differs from the reference beyond |d| <= " << kAtol << " + "
-        << kRtol << "·|want| (first values: got " << gb[0] << ", want " << want[0] << "); "
+        << "): attention output differs from the reference beyond |d| <= 2e-4 + 1e-4·|want| "
+        << "(first values: got " << gb[0] << ", want " << want[0] << "); "
         << diagnose_attention(bt, hk, hv, qb, gb, b, n_heads);
   }
 }
