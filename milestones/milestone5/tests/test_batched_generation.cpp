@@ -111,28 +111,35 @@ std::vector<std::vector<int32_t>> run_batched(BatchedGenerator& g, const std::ve
   return streamed;
 }
 
-void expect_solo_tokens(const Tiny& tiny, const std::vector<Case>& cases,
-                        const std::vector<std::vector<int32_t>>& got,
-                        const std::vector<int32_t>& stops, const std::string& mode) {
+// Every case's tokens from milestone 4's cached model (paged, pages of 4), the prompt alone.
+std::vector<std::vector<int32_t>> solo_all(const Tiny& tiny, const std::vector<Case>& cases,
+                                           const std::vector<int32_t>& stops) {
   CachedModelOptions o;
   o.cache = KvCacheKind::Paged;
   o.page_size = 4;
   CachedModel solo_model = CachedModel::load(tiny.dir.path(), o);
+  std::vector<std::vector<int32_t>> out;
+  for (const Case& c : cases) out.push_back(solo(solo_model, c.prompt, c.max_new, stops));
+  return out;
+}
+
+void expect_solo_tokens(const std::vector<Case>& cases, const std::vector<std::vector<int32_t>>& got,
+                        const std::vector<std::vector<int32_t>>& want, const std::string& mode) {
   for (size_t r = 0; r < cases.size(); ++r) {
-    const std::vector<int32_t> want = solo(solo_model, cases[r].prompt, cases[r].max_new, stops);
     size_t first = 0;
-    while (first < std::min(want.size(), got[r].size()) && want[first] == got[r][first]) ++first;
-    EXPECT_EQ(got[r], want) << mode << ": request " << r << " (prompt of "
-                            << cases[r].prompt.size() << " tokens) differs from the prompt "
-                            << "generated alone from token " << first << " on; a request that "
-                            << "attends through another request's page table or length, or "
-                            << "rotates at another position, diverges like this";
+    while (first < std::min(want[r].size(), got[r].size()) && want[r][first] == got[r][first]) ++first;
+    EXPECT_EQ(got[r], want[r]) << mode << ": request " << r << " (prompt of "
+                               << cases[r].prompt.size() << " tokens) differs from the prompt "
+                               << "generated alone from token " << first << " on; a request that "
+                               << "attends through another request's page table or length, or "
+                               << "rotates at another position, diverges like this";
   }
 }
 
 TEST(BatchedGeneration, EightPromptsEqualEachPromptAlone) {
   const Tiny tiny(4700);
   const std::vector<Case> cases = eight_prompts(static_cast<int>(tiny.config.vocab_size));
+  const std::vector<std::vector<int32_t>> want = solo_all(tiny, cases, {});
   for (int split_blocks : {-1, 8}) {
     const std::string mode = split_blocks < 0 ? "one-pass attention" : "split attention";
     SCOPED_TRACE(mode);
@@ -146,7 +153,7 @@ TEST(BatchedGeneration, EightPromptsEqualEachPromptAlone) {
     const std::vector<std::vector<int32_t>> got = run_batched(g, cases, &widest, &split_steps);
     EXPECT_EQ(widest, 4) << "the batch never filled up";
     if (split_blocks > 0) EXPECT_GT(split_steps, 0) << "no decode step was split";
-    expect_solo_tokens(tiny, cases, got, {}, mode);
+    expect_solo_tokens(cases, got, want, mode);
     EXPECT_EQ(g.pool().free_pages(), g.pool().num_pages())
         << "after every request finished, " << g.pool().num_pages() - g.pool().free_pages()
         << " of the " << g.pool().num_pages() << " pages are still held";
@@ -165,7 +172,7 @@ TEST(BatchedGeneration, StopTokensEndRequestsEarly) {
   o.stop_ids = stops;
   BatchedGenerator g = BatchedGenerator::load(tiny.dir.path(), o);
   const std::vector<std::vector<int32_t>> got = run_batched(g, cases);
-  expect_solo_tokens(tiny, cases, got, stops, "with stop tokens");
+  expect_solo_tokens(cases, got, solo_all(tiny, cases, stops), "with stop tokens");
   EXPECT_EQ(g.pool().free_pages(), g.pool().num_pages());
 }
 
@@ -200,7 +207,7 @@ TEST(BatchedGeneration, FinishedRequestsGiveTheirPagesBack) {
   BatchedGenerator g = BatchedGenerator::load(tiny.dir.path(), o);
   try {
     const std::vector<std::vector<int32_t>> got = run_batched(g, cases);
-    expect_solo_tokens(tiny, cases, got, {}, "small pool");
+    expect_solo_tokens(cases, got, solo_all(tiny, cases, {}), "small pool");
   } catch (const PagePoolExhausted& e) {
     FAIL() << "with a pool of " << o.num_pages << " pages (room for two requests at once), "
            << "generation stopped after " << g.finished() << " of " << cases.size()
