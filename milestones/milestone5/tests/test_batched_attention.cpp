@@ -421,8 +421,9 @@ TEST(SplitKvPlan, BalancesLengthsOneAndFourThousand) {
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(a[i] - s[i])));
   EXPECT_LE(worst, 1e-5) << "split and one-pass batched attention differ by up to " << worst
-                         << " (a merge that averages chunks, or drops a request's chunks, is off "
-                            "by far more)";
+                         << " (a merge that averages the chunks, or reads chunks outside the "
+                            "request's range first_chunk[b] .. first_chunk[b+1] − 1, is off by far "
+                            "more)";
   for (int b = 0; b < bt.batch(); ++b) {
     const std::vector<double> want = reference_one(bt, hk, hv, q.data() + static_cast<size_t>(b) * qw,
                                                    b, lens[static_cast<size_t>(b)], n_heads);
