@@ -48,7 +48,7 @@ const CommandSpec kSpec{
         {"max-batch", "N", "with --batch: requests decoded together at most (default 8)"},
         {"split-blocks", "N",
          "with --batch: plan the split decode attention for about N blocks (-1: never split; "
-         "default: twice the multiprocessors, splitting only when a request is long)"},
+         "0, the default: twice the multiprocessors, splitting only when a request is long)"},
         {"chat", "", "wrap the prompt in the Llama 3 Instruct chat template"},
         {"system", "TEXT", "with --chat: a system message before the prompt"},
         {"max-new-tokens", "N", "stop after N new tokens (default 32)"},
@@ -117,8 +117,7 @@ std::vector<std::string> read_prompts(const std::string& path) {
 int generate_batch(const Args& args) {
   const std::string model_arg = args.require("model");
   if (args.has("prompt")) throw UsageError("give --prompt or --batch, not both");
-  for (const char* no : {"temperature", "top-k", "top-p", "seed", "kv-cache", "dump-logits",
-                         "fused-attention"}) {
+  for (const char* no : {"temperature", "top-k", "top-p", "seed", "kv-cache", "dump-logits"}) {
     if (args.has(no)) throw UsageError(std::string("--") + no + " does not apply to --batch");
   }
   const std::string path = *args.get("batch");
@@ -155,6 +154,7 @@ int generate_batch(const Args& args) {
   options.max_batch = static_cast<int>(max_batch);
   options.page_size = static_cast<int>(page_size);
   options.split_blocks = static_cast<int>(split_blocks);
+  options.fused_attention = args.has("fused-attention");
   options.stop_ids = stop_ids(config, tokenizer);
   options.choosable =
       std::min<int32_t>(tokenizer.vocab_size(), static_cast<int32_t>(config.vocab_size));
