@@ -323,4 +323,97 @@ void flash_attention(const float* q, const float* k, const float* v, float* out,
 /// Bytes of shared memory one flash_attention() block uses for these shapes (0 for invalid ones).
 size_t flash_attention_shared_bytes(int n_heads, int n_kv_heads, int head_dim);
 
+// ---- milestone 5 (extension): batched decode over a shared page pool ------------------------
+
+/// One layer's K and V for a *batch* of requests that share one pool of pages.
+///
+/// The pool is laid out as in KvCacheView ([num_pages, page_size, n_kv_heads, head_dim] fp32 for K
+/// and for V), but every request has its own page table and its own length: row b of
+/// `page_tables` (table_stride entries, unused ones −1) maps request b's logical pages to physical
+/// pages, and request b holds positions 0 .. lens[b] − 1. Position p of request b lives in slot
+///   page_tables[b·table_stride + p / page_size]·page_size + p % page_size.
+/// The batch is ragged: the requests' lengths differ, and nothing is padded to the longest.
+struct BatchedKvView {
+  float* k = nullptr;                    ///< [num_pages, page_size, n_kv_heads, head_dim]
+  float* v = nullptr;                    ///< [num_pages, page_size, n_kv_heads, head_dim]
+  const int32_t* page_tables = nullptr;  ///< [batch, table_stride] device
+  const int32_t* lens = nullptr;         ///< [batch] device: positions each request holds
+  int batch = 0;         ///< requests in the batch
+  int table_stride = 0;  ///< entries per row of page_tables: a request addresses at most
+                         ///< table_stride·page_size positions
+  int num_pages = 0;     ///< physical pages in k and v
+  int page_size = 0;     ///< slots per page
+  int n_kv_heads = 0;    ///< h_k
+  int head_dim = 0;      ///< h_d
+};
+
+/// The checks of every batched launcher on the view: non-null distinct pointers, positive sizes.
+/// Throws std::invalid_argument starting with `who` and naming the field.
+void check_batched_kv_view(const BatchedKvView& cache, const char* who);
+
+/// The decode step's append for a whole batch, one launch: row b of k and v (the new token of
+/// request b) goes to request b's position lens[b] − 1, through request b's own page table.
+/// Nothing else is written. A position whose page lies outside the pool is skipped.
+/// @param k       [batch, n_kv_heads·head_dim] fp32 keys of the new tokens, after RoPE
+/// @param v       [batch, n_kv_heads·head_dim] fp32 values
+/// @param cache   the layer's pool; lens[b] already counts the new token
+/// @param stream  stream to run on
+void batched_kv_cache_append(const float* k, const float* v, const BatchedKvView& cache,
+                             cudaStream_t stream = nullptr);
+
+/// Decode attention for a whole batch in one launch over (KV head, request): request b's query
+/// row attends to its positions 0 .. lens[b] − 1 (read through its own page table), for every
+/// query head i with KV head g = i / (h/h_k), exactly as decode_attention() does for one request.
+/// @param q        [batch, n_heads·head_dim] fp32 queries (after RoPE at each request's position)
+/// @param cache    the layer's pool, page tables and lengths (every lens[b] >= 1)
+/// @param out      [batch, n_heads·head_dim] fp32 output (may not alias q)
+/// @param n_heads  h (a multiple of cache.n_kv_heads)
+/// @param stream   stream to run on
+void batched_decode_attention(const float* q, const BatchedKvView& cache, float* out, int n_heads,
+                              cudaStream_t stream = nullptr);
+
+/// The work list of a split batched decode attention (device arrays, from a plan such as
+/// plan_split_kv() in harness/pipeline/split_kv_plan.h): chunk c covers positions
+/// chunk_begin[c] .. chunk_end[c] − 1 of request chunk_request[c]; the chunks of request b are
+/// first_chunk[b] .. first_chunk[b+1] − 1, in order, and cover all its positions.
+struct SplitKvWork {
+  const int32_t* chunk_request = nullptr;  ///< [n_chunks]
+  const int32_t* chunk_begin = nullptr;    ///< [n_chunks]
+  const int32_t* chunk_end = nullptr;      ///< [n_chunks]
+  const int32_t* first_chunk = nullptr;    ///< [batch + 1]
+  int n_chunks = 0;                        ///< chunks in all (blocks per KV head)
+};
+
+/// Split-KV batched decode attention: block (g, c) computes the attention state (O, LSE) of
+/// chunk c for KV head g's query heads into partial_o[c] and partial_lse[c]; then
+/// merge_attention_states_batched() joins each request's chunks into its row of out. Same result
+/// as batched_decode_attention() up to rounding, with the work spread evenly over the blocks
+/// when a plan cuts long requests into chunks of about the same length.
+/// @param q            [batch, n_heads·head_dim] fp32 queries
+/// @param cache        the layer's pool, page tables and lengths
+/// @param work         the chunks (device arrays)
+/// @param out          [batch, n_heads·head_dim] fp32 output
+/// @param n_heads      h
+/// @param partial_o    [work.n_chunks, n_heads·head_dim] workspace
+/// @param partial_lse  [work.n_chunks, n_heads] workspace
+/// @param stream       stream to run on
+void batched_decode_attention_split(const float* q, const BatchedKvView& cache,
+                                    const SplitKvWork& work, float* out, int n_heads,
+                                    float* partial_o, float* partial_lse,
+                                    cudaStream_t stream = nullptr);
+
+/// merge_attention_states() for a batch: request b's states are rows first_chunk[b] ..
+/// first_chunk[b+1] − 1 of o and lse, merged into row b of out. One launch over (head, request).
+/// @param o            [n_chunks, n_heads·head_dim] fp32 partial outputs
+/// @param lse          [n_chunks, n_heads] fp32 log-sum-exps
+/// @param first_chunk  [batch + 1] device offsets
+/// @param batch        requests
+/// @param out          [batch, n_heads·head_dim] fp32 merged output
+/// @param n_heads      h
+/// @param head_dim     h_d
+/// @param stream       stream to run on
+void merge_attention_states_batched(const float* o, const float* lse, const int32_t* first_chunk,
+                                    int batch, float* out, int n_heads, int head_dim,
+                                    cudaStream_t stream = nullptr);
+
 }  // namespace clockwork::kernels

@@ -45,9 +45,11 @@ float* allocate_floats(size_t count, const std::string& what) {
   return static_cast<float*>(p);
 }
 
+}  // namespace
+
 // A fixed permutation of 0 .. n−1 (Fisher–Yates driven by splitmix64): the order in which a
 // paged cache hands out its pages. The same on every machine and run.
-std::vector<int32_t> shuffled_pages(int n) {
+std::vector<int32_t> shuffled_page_order(int n) {
   std::vector<int32_t> pages(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) pages[static_cast<size_t>(i)] = i;
   uint64_t state = 0x9e3779b97f4a7c15ull;
@@ -63,8 +65,6 @@ std::vector<int32_t> shuffled_pages(int n) {
   }
   return pages;
 }
-
-}  // namespace
 
 const char* kv_cache_kind_name(KvCacheKind kind) {
   switch (kind) {
@@ -207,7 +207,7 @@ std::string ContiguousKvCache::describe() const {
 
 PagedKvCache::PagedKvCache(const KvCacheShape& shape, int page_size, int num_pages)
     : KvCache(shape, positive(num_pages, "num_pages"), positive(page_size, "page_size")),
-      free_(shuffled_pages(num_pages)) {
+      free_(shuffled_page_order(num_pages)) {
   void* p = nullptr;
   const cudaError_t err = cudaMalloc(&p, static_cast<size_t>(num_pages) * sizeof(int32_t));
   if (err != cudaSuccess) {

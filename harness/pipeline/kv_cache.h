@@ -189,6 +189,10 @@ class PagedKvCache final : public KvCache {
   int32_t* device_table_ = nullptr;   // [num_pages] device copy of table_
 };
 
+/// The order in which a pool of n pages hands its pages out: a fixed permutation of 0 .. n−1 (the
+/// same on every machine and run), so that a kernel which ignores a page table cannot pass.
+std::vector<int32_t> shuffled_page_order(int n);
+
 /// The cache of `kind` for a model: contiguous with max_positions slots, or paged with pages of
 /// page_size and enough of them for max_positions. nullptr for KvCacheKind::None.
 std::unique_ptr<KvCache> make_kv_cache(KvCacheKind kind, const ModelConfig& config,

@@ -1,17 +1,20 @@
 // `clockwork generate`: runs the model built from the course's kernels on a prompt and streams
 // the new text. With a KV cache (milestone 4, the default) the prompt is prefilled once and every
 // new token is one decode step; with --kv-cache none every step runs the whole sequence again
-// (s, s+1, ...), as the required milestones do.
+// (s, s+1, ...), as the required milestones do. With --batch FILE every line of FILE is a
+// request, and milestone 5's BatchedGenerator serves them together over one page pool.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <numeric>
 #include <optional>
 #include <random>
 #include <stdexcept>
 
+#include "harness/pipeline/batched_generator.h"
 #include "harness/pipeline/cached_model.h"
 #include "tools/clockwork/cli.h"
 #include "tools/clockwork/commands.h"
@@ -28,7 +31,7 @@ namespace {
 
 const CommandSpec kSpec{
     "generate",
-    "--model DIR --prompt TEXT [options]",
+    "--model DIR (--prompt TEXT | --batch FILE) [options]",
     "Loads the model onto the device, encodes the prompt, and appends one token per step\n"
     "until <|eot_id|> or <|end_of_text|>, --max-new-tokens or the end of the context.\n"
     "With a KV cache the prompt is run once (prefill) and each step runs only the new token\n"
@@ -37,6 +40,15 @@ const CommandSpec kSpec{
     {
         {"model", "DIR", "model directory (config.json, safetensors, tokenizer)"},
         {"prompt", "TEXT", "the prompt"},
+        {"batch", "FILE",
+         "instead of --prompt: one prompt per line of FILE (empty lines skipped), generated "
+         "together by the batched pipeline of milestone 5 over one shared page pool (greedy "
+         "only); every piece of text is printed as it comes, prefixed by its request number "
+         "[0], [1], ..., and each request's whole text at the end"},
+        {"max-batch", "N", "with --batch: requests decoded together at most (default 8)"},
+        {"split-blocks", "N",
+         "with --batch: plan the split decode attention for about N blocks (-1: never split; "
+         "0, the default: twice the multiprocessors, splitting only when a request is long)"},
         {"chat", "", "wrap the prompt in the Llama 3 Instruct chat template"},
         {"system", "TEXT", "with --chat: a system message before the prompt"},
         {"max-new-tokens", "N", "stop after N new tokens (default 32)"},
@@ -52,7 +64,8 @@ const CommandSpec kSpec{
         {"kv-cache", "KIND",
          "none, contiguous or paged (default contiguous): how keys and values of earlier "
          "positions are kept between steps; none re-runs the whole sequence every step"},
-        {"page-size", "N", "with --kv-cache paged: positions per page (default 16)"},
+        {"page-size", "N",
+         "with --kv-cache paged or --batch: positions per page (default 16)"},
         {"fused-attention", "",
          "prefill with the fused attention of milestone 5 (no s x s score buffer) instead of "
          "milestone 3's"},
@@ -64,6 +77,7 @@ const CommandSpec kSpec{
     "examples:\n"
     "  clockwork generate --model tiny --chat --prompt 'Tell me about clocks.'\n"
     "  clockwork generate --model tiny --prompt 'The clock' --kv-cache paged --page-size 4\n"
+    "  clockwork generate --model tiny --batch prompts.txt --max-batch 4 --page-size 4\n"
     "  clockwork generate --model Meta-Llama-3-8B-Instruct --chat --prompt 'Hi!' --temperature 0.6 "
     "--top-p 0.9"};
 
@@ -73,6 +87,136 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// Prints text so that it stays on one line after its request number.
+std::string one_line(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> read_prompts(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError("--batch " + path + ": cannot open the file");
+  std::vector<std::string> prompts;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) prompts.push_back(line);
+  }
+  if (prompts.empty()) throw UsageError("--batch " + path + ": the file holds no prompt");
+  return prompts;
+}
+
+// --batch FILE: every prompt a request of one BatchedGenerator.
+int generate_batch(const Args& args) {
+  const std::string model_arg = args.require("model");
+  if (args.has("prompt")) throw UsageError("give --prompt or --batch, not both");
+  for (const char* no : {"temperature", "top-k", "top-p", "seed", "kv-cache", "dump-logits"}) {
+    if (args.has(no)) throw UsageError(std::string("--") + no + " does not apply to --batch");
+  }
+  const std::string path = *args.get("batch");
+  const bool chat = args.has("chat");
+  if (args.has("system") && !chat) throw UsageError("--system needs --chat");
+  const int64_t max_new = args.get_int("max-new-tokens", 32, 1, 1 << 24);
+  const int64_t max_batch = args.get_int("max-batch", 8, 1, 65535);
+  const int64_t page_size = args.get_int("page-size", 16, 1, 1 << 20);
+  const int64_t split_blocks = args.get_int("split-blocks", 0, -1, 1 << 20);
+  check_backend(args.get("backend").value_or(backend_name()));
+  const std::vector<std::string> prompts = read_prompts(path);
+
+  const fs::path dir = require_model_dir(model_arg);
+  const ModelConfig config = load_config(dir);
+  const Tokenizer tokenizer = load_tokenizer(dir);
+  check_tokenizer_fits(tokenizer, config);
+  {
+    const Checkpoint checkpoint = Checkpoint::open(dir);
+    check_tensors(checkpoint, config, /*any_float=*/false);
+  }
+  std::vector<std::vector<int32_t>> ids;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ids.push_back(encode_prompt(tokenizer, prompts[i], chat, args.get("system").value_or("")));
+    try {
+      check_prompt_fits(ids.back().size(), config);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("request " + std::to_string(i) + " (line " + std::to_string(i + 1) +
+                               " of " + path + "): " + e.what());
+    }
+  }
+  require_device();
+
+  BatchedGeneratorOptions options;
+  options.max_batch = static_cast<int>(max_batch);
+  options.page_size = static_cast<int>(page_size);
+  options.split_blocks = static_cast<int>(split_blocks);
+  options.fused_attention = args.has("fused-attention");
+  options.stop_ids = stop_ids(config, tokenizer);
+  options.choosable =
+      std::min<int32_t>(tokenizer.vocab_size(), static_cast<int32_t>(config.vocab_size));
+  const auto load_start = Clock::now();
+  BatchedGenerator gen = [&] {
+    ProgressBar bar(std::string("loading (") + backend_name() + ")");
+    return BatchedGenerator::load(dir, options,
+                                  [&](uint64_t done, uint64_t total, const std::string& tensor) {
+                                    bar.update(done, total, tensor);
+                                  });
+  }();
+  std::fprintf(stderr, "loaded in %.2f s on the %s backend; %zu requests, at most %d at once; %s\n",
+               seconds_since(load_start), backend_name(), prompts.size(), options.max_batch,
+               gen.pool().describe().c_str());
+  for (const std::vector<int32_t>& p : ids) gen.submit(p, static_cast<int>(max_new));
+
+  std::vector<StreamDecoder> decoders(prompts.size(), StreamDecoder(tokenizer));
+  std::vector<std::string> texts(prompts.size());
+  const auto start = Clock::now();
+  long long tokens = 0, steps = 0, decoded = 0;
+  while (!gen.idle()) {
+    const std::vector<BatchToken> out = gen.step();
+    ++steps;
+    decoded += gen.last_step().decoded;
+    for (const BatchToken& t : out) {
+      ++tokens;
+      const bool stop = std::find(options.stop_ids.begin(), options.stop_ids.end(), t.token) !=
+                        options.stop_ids.end();
+      auto& dec = decoders[static_cast<size_t>(t.request)];
+      std::string piece = stop ? std::string() : dec.push(t.token);
+      if (t.last) piece += dec.flush();
+      texts[static_cast<size_t>(t.request)] += piece;
+      if (!piece.empty()) std::cout << "[" << t.request << "] " << one_line(piece) << "\n";
+    }
+    std::cout.flush();
+  }
+  const double seconds = seconds_since(start);
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    const std::vector<int32_t>& g = gen.generated(static_cast<int>(r));
+    const bool stopped = !g.empty() && std::find(options.stop_ids.begin(), options.stop_ids.end(),
+                                                 g.back()) != options.stop_ids.end();
+    const std::string why = stopped ? "stopped at " + tokenizer.token_bytes(g.back())
+                            : static_cast<int64_t>(g.size()) >= max_new ? "--max-new-tokens reached"
+                                                                        : "the context is full";
+    std::cout << "[" << r << "] done, " << g.size() << " tokens (" << why
+              << "): " << one_line(texts[r]) << "\n";
+    if (args.has("print-ids")) {
+      std::cout << "[" << r << "] ids:";
+      for (int32_t id : g) std::cout << " " << id;
+      std::cout << "\n";
+    }
+  }
+  std::cout.flush();
+  std::fprintf(stderr,
+               "generated %lld tokens for %zu requests in %.2f s (%lld steps, %.1f requests per "
+               "decode step on average); pool: %d of %d pages free at the end\n",
+               tokens, prompts.size(), seconds, steps,
+               steps ? static_cast<double>(decoded) / static_cast<double>(steps) : 0.0,
+               gen.pool().free_pages(), gen.pool().num_pages());
+  return 0;
+}
+
 }  // namespace
 
 int cmd_generate(const std::vector<std::string>& argv) {
@@ -80,6 +224,10 @@ int cmd_generate(const std::vector<std::string>& argv) {
   if (args.help) {
     std::cout << help_text(kSpec);
     return 0;
+  }
+  if (args.has("batch")) return generate_batch(args);
+  for (const char* only : {"max-batch", "split-blocks"}) {
+    if (args.has(only)) throw UsageError(std::string("--") + only + " needs --batch");
   }
   const std::string model_arg = args.require("model");
   const std::string prompt = args.require("prompt");

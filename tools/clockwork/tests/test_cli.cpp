@@ -850,6 +850,79 @@ TEST_F(Cli, GenerateKvCacheModesGiveTheSameText) {
   EXPECT_EQ(ids[2], ids[0]);
 }
 
+// ---------------------------------------------------------------------------------------------
+// generate --batch (milestone 5)
+// ---------------------------------------------------------------------------------------------
+
+// The "[r] ids: ..." line of request r in `generate --batch --print-ids`.
+std::vector<int32_t> batch_ids(const std::string& out, int r) {
+  const std::string key = "[" + std::to_string(r) + "] ids:";
+  const size_t at = out.find(key);
+  std::vector<int32_t> ids;
+  if (at == std::string::npos) return ids;
+  std::istringstream line(out.substr(at + key.size(), out.find('\n', at) - at - key.size()));
+  int32_t id;
+  while (line >> id) ids.push_back(id);
+  return ids;
+}
+
+// Eight prompts of mixed lengths, batched three at a time over pages of 4 positions, must give
+// every prompt the ids it gets alone; every piece of text carries its request's number.
+TEST_F(Cli, GenerateBatchGivesEachPromptItsSoloText) {
+  if (backend_missing()) GTEST_SKIP() << "no device for this binary";
+  const std::vector<std::string> prompts = {
+      "The clock", "Tick", "Once upon a time there was a clock in the hall", "A",
+      "Hours and minutes", "The old clock in the tower struck twelve", "Bells", "Time"};
+  std::string file_text;
+  for (const std::string& p : prompts) file_text += p + "\n\n";  // empty lines are skipped
+  const fs::path file = root() / "prompts.txt";
+  write_file(file, file_text);
+  const RunResult batched =
+      run_cli({"generate", "--model", model().string(), "--batch", file.string(), "--max-batch",
+               "3", "--page-size", "4", "--max-new-tokens", "12", "--print-ids"});
+  ASSERT_EQ(batched.code, 0) << batched.err;
+  EXPECT_NE(batched.err.find("8 requests, at most 3 at once"), std::string::npos) << batched.err;
+  EXPECT_NE(batched.err.find("free at the end"), std::string::npos) << batched.err;
+  for (int r = 0; r < static_cast<int>(prompts.size()); ++r) {
+    const RunResult alone =
+        run_cli({"generate", "--model", model().string(), "--prompt", prompts[static_cast<size_t>(r)],
+                 "--max-new-tokens", "12", "--print-ids"});
+    ASSERT_EQ(alone.code, 0) << alone.err;
+    const std::vector<int32_t> want = generated_ids(alone.out);
+    ASSERT_FALSE(want.empty());
+    EXPECT_EQ(batch_ids(batched.out, r), want) << "request " << r << " ('" << prompts[static_cast<size_t>(r)]
+                                              << "')\n" << batched.out;
+    EXPECT_NE(batched.out.find("[" + std::to_string(r) + "] done, "), std::string::npos)
+        << batched.out;
+  }
+}
+
+TEST_F(Cli, GenerateBatchUsageErrors) {
+  const std::string m = model().string();
+  const fs::path file = root() / "two-prompts.txt";
+  write_file(file, "one\ntwo\n");
+  EXPECT_EQ(check_error(run_cli({"generate", "--model", m, "--batch", file.string(), "--prompt",
+                                 "hi"}),
+                        "generate", 2, {"--prompt", "--batch"}),
+            "");
+  EXPECT_EQ(check_error(run_cli({"generate", "--model", m, "--batch", file.string(),
+                                 "--temperature", "0.7"}),
+                        "generate", 2, {"--temperature", "--batch"}),
+            "");
+  EXPECT_EQ(check_error(run_cli({"generate", "--model", m, "--batch",
+                                 (root() / "missing.txt").string()}),
+                        "generate", 2, {"--batch", "missing.txt"}),
+            "");
+  const fs::path empty = root() / "empty.txt";
+  write_file(empty, "\n\n");
+  EXPECT_EQ(check_error(run_cli({"generate", "--model", m, "--batch", empty.string()}),
+                        "generate", 2, {"no prompt"}),
+            "");
+  EXPECT_EQ(check_error(run_cli({"generate", "--model", m, "--prompt", "hi", "--max-batch", "4"}),
+                        "generate", 2, {"--max-batch", "--batch"}),
+            "");
+}
+
 TEST_F(Cli, GenerateKvCacheUsageErrors) {
   const std::string m = model().string();
   EXPECT_EQ(check_error(run_cli({"generate", "--model", m, "--prompt", "hi", "--kv-cache",

@@ -130,6 +130,45 @@ TEST_F(CliBench, SmallShapeWritesTheTableAndTheJson) {
   EXPECT_EQ(files, 1u);
 }
 
+// The batched group (milestone 5): one attention launch per batch size, uniform and skewed
+// lengths, one pass and split, with tokens/s; and with --model, generation tokens/s per batch size.
+TEST_F(CliBench, BatchedGroupRowsPerBatchSize) {
+  const fs::path model = dir() / "tiny";
+  const RunResult made = run_cli({"tiny-model", "--out", model.string()});
+  ASSERT_EQ(made.code, 0) << made.err;
+  const fs::path file = dir() / "batched.json";
+  const RunResult r = run_cli({"bench", "--op", "batched", "--shape", kSmall, "--batch-sizes",
+                               "1,4", "--batched-len", "8", "--model", model.string(),
+                               "--decode-tokens", "3", "--repetitions", "1", "--warmup", "0",
+                               "--json", file.string()});
+  if (backend_missing(r)) return;
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  const json j = read_json(file);
+  std::set<std::string> seen;
+  for (const json& row : j["rows"]) {
+    const std::string key = row["op"].get<std::string>() + " " + row["case"].get<std::string>() +
+                            " " + row["variant"].get<std::string>() + " " +
+                            row["dims"].get<std::string>().substr(0, 4);
+    seen.insert(key);
+    EXPECT_GT(row["tokens_per_s"].get<double>(), 0) << row.dump();
+    if (row["op"] == "batched_decode_attention" && row["case"] == "uniform" &&
+        row["variant"] == "one-pass" && row["dims"].get<std::string>().rfind("B=4 ", 0) == 0) {
+      // K and V of 4 requests of 8 positions (h_k·h_d = 64 floats each), q and out (4 rows of
+      // h·h_d = 128), and the lengths and one page-table entry per request.
+      EXPECT_DOUBLE_EQ(row["bytes"].get<double>(), 2.0 * 32 * 64 * 4 + 2.0 * 4 * 128 * 4 + 4.0 * 4 * 2)
+          << row.dump();
+    }
+  }
+  for (const char* want :
+       {"batched_decode_attention uniform one-pass B=1 ", "batched_decode_attention uniform split B=4 ",
+        "batched_decode_attention skewed one-pass B=4 ", "batched_decode_attention skewed split B=4 ",
+        "batched_generate decode steps generate B=1 ", "batched_generate decode steps generate B=4 "}) {
+    EXPECT_EQ(seen.count(want), 1u) << want << "\n" << r.out;
+  }
+  EXPECT_EQ(seen.count("batched_decode_attention skewed one-pass B=1 "), 0u)
+      << "a skewed batch of one request is the uniform one";
+}
+
 TEST_F(CliBench, DecodeShapeSkipsAttentionWithANote) {
   const RunResult r =
       run_cli({"bench", "--op", "attention,residual", "--shape", "s=1,d=64,h=2,h_k=1,d_ff=64,V=64",
@@ -144,7 +183,7 @@ TEST_F(CliBench, ListNamesOpsVariantsAndShapes) {
   const RunResult r = run_cli({"bench", "--list"});
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* word : {"matmul", "naive", "tiled", "cublas", "rmsnorm", "attention", "lm_head",
-                           "decode", "prefill", "sim-prefill"}) {
+                           "decode", "prefill", "sim-prefill", "batched"}) {
     EXPECT_NE(r.out.find(word), std::string::npos) << word << "\n" << r.out;
   }
   const RunResult help = run_cli({"bench", "--help"});
