@@ -56,6 +56,9 @@ const CommandSpec kSpec{
         {"fused-attention", "",
          "prefill with the fused attention of milestone 5 (no s x s score buffer) instead of "
          "milestone 3's"},
+        {"cuda-graphs", "",
+         "run each decode step's layers as one CUDA graph (milestone 5): one graph launch "
+         "instead of a launch per kernel; the same tokens as without"},
         {"dump-logits", "FILE",
          "write each step's logits (of the last position, before temperature) to FILE as a "
          "float32 .npy array of shape [steps, V], for comparison with another implementation"},
@@ -118,6 +121,9 @@ int cmd_generate(const std::vector<std::string>& argv) {
   options.cache = cache_args.kind;
   options.page_size = cache_args.page_size;
   options.fused_attention = args.has("fused-attention");
+  options.cuda_graphs = args.has("cuda-graphs");
+  if (options.cuda_graphs && cache_args.kind == KvCacheKind::None)
+    throw UsageError("--cuda-graphs needs a KV cache (a decode step): drop --kv-cache none");
   options.max_positions = static_cast<int>(std::min<int64_t>(
       config.max_position_embeddings, static_cast<int64_t>(ids.size()) + std::max<int64_t>(max_new, 1)));
   const auto load_start = Clock::now();
@@ -198,6 +204,15 @@ int cmd_generate(const std::vector<std::string>& argv) {
                  "on average (%s)\n",
                  step_ms.size(), total_ms / 1e3, step_ms.front(),
                  rest ? rest_ms / static_cast<double>(rest) : step_ms.front(), stop_reason.c_str());
+  }
+  if (options.cuda_graphs) {
+    const DecodeGraphStats& g = model.decode_graph_stats();
+    std::fprintf(stderr,
+                 "CUDA graphs: %llu decode steps run as graph launches; %llu executable graphs "
+                 "instantiated, updated in place %llu times\n",
+                 static_cast<unsigned long long>(g.launches),
+                 static_cast<unsigned long long>(g.instantiations),
+                 static_cast<unsigned long long>(g.updates));
   }
   return 0;
 }

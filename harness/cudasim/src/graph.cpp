@@ -359,8 +359,12 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     cudaError_t e = cudaSuccess;
     switch (n.type) {
       case cudaGraphNodeTypeKernel: n.kernel->run(); break;
-      case cudaGraphNodeTypeMemcpy: e = cudasim::detail::copy_now(n.dst, n.src, n.bytes, n.kind, "a graph's memcpy node"); break;
-      case cudaGraphNodeTypeMemset: e = cudasim::detail::memset_now(n.dst, n.value, n.bytes, "a graph's memset node"); break;
+      case cudaGraphNodeTypeMemcpy:
+        e = cudasim::detail::copy_now(n.dst, n.src, n.bytes, n.kind, "a graph's memcpy node");
+        break;
+      case cudaGraphNodeTypeMemset:
+        e = cudasim::detail::memset_now(n.dst, n.value, n.bytes, "a graph's memset node");
+        break;
       case cudaGraphNodeTypeHost: n.fn(n.data); break;
       default: break;
     }
