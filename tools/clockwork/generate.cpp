@@ -92,6 +92,10 @@ int cmd_generate(const std::vector<std::string>& argv) {
   const SamplingOptions sampling = sampling_from_args(args);
   check_backend(args.get("backend").value_or(backend_name()));
   const KvCacheArgs cache_args = kv_cache_args(args);
+  const bool cuda_graphs = args.has("cuda-graphs");
+  if (cuda_graphs && cache_args.kind == KvCacheKind::None)
+    throw UsageError(
+        "--cuda-graphs needs a KV cache (graphs run the decode step): drop --kv-cache none");
   const std::optional<std::string> dump_path = args.get("dump-logits");
   if (dump_path) check_writable_file(*dump_path, "--dump-logits");
 
@@ -121,9 +125,7 @@ int cmd_generate(const std::vector<std::string>& argv) {
   options.cache = cache_args.kind;
   options.page_size = cache_args.page_size;
   options.fused_attention = args.has("fused-attention");
-  options.cuda_graphs = args.has("cuda-graphs");
-  if (options.cuda_graphs && cache_args.kind == KvCacheKind::None)
-    throw UsageError("--cuda-graphs needs a KV cache (a decode step): drop --kv-cache none");
+  options.cuda_graphs = cuda_graphs;
   options.max_positions = static_cast<int>(std::min<int64_t>(
       config.max_position_embeddings, static_cast<int64_t>(ids.size()) + std::max<int64_t>(max_new, 1)));
   const auto load_start = Clock::now();
