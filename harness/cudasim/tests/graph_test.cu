@@ -247,6 +247,37 @@ TEST(Graph, AnUpdateTakesTheNewArgumentsAndRefusesAnotherTopology) {
   CHECK(cudaFree(p));
 }
 
+__global__ void sub_value(int* p, int v, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) p[i] -= v;
+}
+
+// Launches through a function pointer that lives only during this call.
+void launch_through_a_local_pointer(cudaStream_t s, int* p, bool add) {
+  void (*const kernel)(int*, int, int) = add ? add_value : sub_value;
+  kernel<<<(kN + 127) / 128, 128, 0, s>>>(p, 6, kN);
+}
+
+TEST(Graph, ALaunchThroughALocalFunctionPointerOutlivesThePointer) {
+  Stream st;
+  int* p = nullptr;
+  CHECK(cudaMalloc(&p, kN * sizeof(int)));
+  CHECK(cudaMemset(p, 0, kN * sizeof(int)));
+  cudaGraph_t graph;
+  CHECK(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeGlobal));
+  launch_through_a_local_pointer(st.s, p, false);
+  CHECK(cudaStreamEndCapture(st.s, &graph));
+  cudaGraphExec_t exec;
+  CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  launch_through_a_local_pointer(st.s, p, true);  // the same stack slot now holds add_value
+  CHECK(cudaGraphLaunch(exec, st.s));
+  CHECK(cudaStreamSynchronize(st.s));
+  for (int got : to_host(p, kN)) ASSERT_EQ(got, 0) << "+6 by the direct launch, -6 by the replay";
+  CHECK(cudaGraphExecDestroy(exec));
+  CHECK(cudaGraphDestroy(graph));
+  CHECK(cudaFree(p));
+}
+
 // Ends a capture that an illegal call should have invalidated.
 void expect_invalidated(cudaStream_t s) {
   cudaStreamCaptureStatus status;

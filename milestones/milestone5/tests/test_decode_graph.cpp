@@ -1,8 +1,9 @@
-// Milestone 5: the decode step as a CUDA graph (CachedModelOptions::cuda_graphs). On tiny random
-// checkpoints, greedy generation with the graph must give the same tokens, and the same logits to
-// the bit (the same kernels run with the same arguments in the same order), as launching each
-// kernel; and the steps must really have run from a graph: one graph launch per step, and an
-// executable graph instantiated once per topology, then updated in place.
+// Milestone 5: the decode step as a CUDA graph (CachedModelOptions::cuda_graphs), after a prefill
+// with the fused attention. On tiny random checkpoints, greedy generation with the graph must give
+// the same tokens, and the same logits to the bit (the same kernels run with the same arguments in
+// the same order), as launching each kernel, and the reference's logits at every step; and the
+// steps must really have run from a graph: one graph launch per step, and an executable graph
+// instantiated once per topology, then updated in place.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,23 +13,30 @@
 #include <string>
 #include <vector>
 
+#include "harness/check/compare.h"
 #include "harness/check/temp_dir.h"
 #include "harness/check/torch_bridge.h"
 #include "harness/model/safetensors.h"
 #include "harness/pipeline/cached_model.h"
+#include "milestones/milestone3/tests/end_to_end.h"
 #include "milestones/milestone3/tests/tiny_config.h"
 #include "reference/model.h"
 
 namespace clockwork {
 namespace {
 
-// A tiny checkpoint (d 64, h 4, h_d 16, d_ff 96, V 97, two layers, context 256) on disk.
+// A tiny checkpoint (d 64, h 4, h_d 16, d_ff 96, V 97, two layers, context 256) on disk, and the
+// reference model on the same weights.
 struct TinyCheckpoint {
   ModelConfig config;
+  std::map<std::string, torch::Tensor> weights;
   TempDir dir;
+  ref::Model reference;
 
-  TinyCheckpoint(int64_t n_kv_heads, uint64_t seed) : config(tiny_test_config(n_kv_heads, 2, 256)) {
-    const std::map<std::string, torch::Tensor> weights = ref::random_weights(config, seed);
+  TinyCheckpoint(int64_t n_kv_heads, uint64_t seed)
+      : config(tiny_test_config(n_kv_heads, 2, 256)),
+        weights(ref::random_weights(config, seed)),
+        reference(config, ref::lookup_from_map(weights)) {
     std::ofstream(dir.path() / "config.json") << config.to_json();
     std::vector<TensorData> tensors;
     for (const ref::WeightSpec& spec : ref::weight_specs(config))
@@ -91,6 +99,7 @@ TEST(DecodeGraph, SameTokensAndLogitsAsLaunchingEachKernelAndReplayedEveryStep) 
     o.cache = c.cache;
     o.page_size = c.page_size;
     o.split_size = c.split_size;
+    o.fused_attention = true;  // the prefill of milestone 5
     CachedModel model = CachedModel::load(tiny.dir.path(), o);
     if (c.split_size == 0) {
       ASSERT_EQ(model.split_size_for(61), 0) << "the case needs a one-pass step first";
@@ -106,6 +115,17 @@ TEST(DecodeGraph, SameTokensAndLogitsAsLaunchingEachKernelAndReplayedEveryStep) 
     for (int t = 0; t < steps; ++t) {
       ASSERT_TRUE(graphed.logits[t] == launched.logits[t])
           << "step " << t << ": the graph's logits differ from those of the launched kernels";
+    }
+    // And right: every step's logits against the reference's forward pass over the sequence so
+    // far (the prompt and the tokens fed in), with milestone 3's tolerance for a whole model.
+    const Tolerance tol = logits_tolerance(tiny.config, static_cast<int64_t>(ids.size()) + steps);
+    std::vector<int64_t> seq(ids.begin(), ids.end());
+    for (int t = 0; t < steps; ++t) {
+      seq.push_back(graphed.tokens[t]);
+      const ref::ForwardResult want = tiny.reference.forward(seq);
+      ASSERT_TRUE(matches_reference("logits of decode step " + std::to_string(t) + " (CUDA graph)",
+                                    graphed.logits[t], to_vector(want.logits),
+                                    {tiny.config.vocab_size}, tol));
     }
     const DecodeGraphStats& st = model.decode_graph_stats();
     EXPECT_EQ(st.launches, static_cast<uint64_t>(steps)) << "every step runs from a graph";
