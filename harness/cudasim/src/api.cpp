@@ -768,6 +768,8 @@ cudaError_t cudaStreamGetFlags(cudaStream_t stream, unsigned int* flags) {
 cudaError_t cudaStreamGetDevice(cudaStream_t, int* device) { return cudaGetDevice(device); }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) return cudaSuccess;
+  cudasim::detail::forget_capture(stream);
   delete stream;
   return cudaSuccess;
 }

@@ -133,6 +133,16 @@ cudaError_t forbidden_during_capture(const char* call) {
                     "Allocate before the capture and free after it");
 }
 
+void forget_capture(cudaStream_t stream) {
+  std::lock_guard lk(capture_mutex);
+  if (stream->capture == cudaStreamCaptureStatusNone) return;
+  capturing.erase(std::find(capturing.begin(), capturing.end(), stream));
+  n_capturing.store(capturing.size(), std::memory_order_release);
+  stream->capture = cudaStreamCaptureStatusNone;
+  delete stream->graph;
+  stream->graph = nullptr;
+}
+
 cudaError_t wait_for_stream(cudaStream_t stream, const char* call) {
   if (n_capturing.load(std::memory_order_acquire) == 0) return cudaSuccess;
   std::lock_guard lk(capture_mutex);

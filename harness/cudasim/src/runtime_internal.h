@@ -111,6 +111,8 @@ StreamUse stream_use(cudaStream_t stream, const char* call);
 /// synchronisation): cudaSuccess when allowed, otherwise cudaErrorStreamCaptureUnsupported (the
 /// captures concerned are invalidated, as CUDA does).
 cudaError_t forbidden_during_capture(const char* call);
+/// A stream destroyed while it captures: its capture ends and the recording is dropped.
+void forget_capture(cudaStream_t stream);
 /// Waiting for `stream` (cudaStreamSynchronize, cudaStreamQuery): refused while it captures.
 cudaError_t wait_for_stream(cudaStream_t stream, const char* call);
 /// Nodes recorded by asynchronous copies, memsets and host functions on a capturing stream.

@@ -334,6 +334,22 @@ TEST(Graph, TheLegacyStreamDuringACaptureOfABlockingStreamFails) {
   CHECK(cudaFree(d));
 }
 
+TEST(Graph, DestroyingACapturingStreamEndsItsCapture) {
+  cudaStream_t s;
+  CHECK(cudaStreamCreate(&s));
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  (void)cudaStreamDestroy(s);
+  (void)cudaGetLastError();
+  // Nothing captures any more: the legacy stream and allocation work.
+  cudaStreamCaptureStatus status;
+  CHECK(cudaStreamIsCapturing(nullptr, &status));
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone);
+  void* p = nullptr;
+  CHECK(cudaMalloc(&p, 64));
+  CHECK(cudaMemset(p, 0, 64));
+  CHECK(cudaFree(p));
+}
+
 TEST(Graph, EndingACaptureThatWasNeverBegunFails) {
   Stream st;
   cudaGraph_t graph = nullptr;
