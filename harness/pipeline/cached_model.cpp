@@ -7,6 +7,9 @@
 /// grown when a longer sequence comes, and [1, ·] buffers for a decode step. The RoPE tables of
 /// every position of the context are computed once, so a decode step only picks its row.
 ///
+/// With CachedModelOptions::cuda_graphs a decode step's layers and output head run as one CUDA
+/// graph (run_step_graph below says how the graph follows the position).
+///
 /// NVTX ranges (harness/profiling/nvtx.h) name the pieces for nsys: "prefill s=N" and
 /// "decode pos=P" (and "forward s=N" without a cache) around "embedding", "layer 0" …
 /// "layer L−1" (each with its steps, decoder.cpp and decode.cpp), "final_norm" and "lm_head".
@@ -82,10 +85,19 @@ struct CachedModel::Impl {
   std::unique_ptr<KvCache> cache;
   std::vector<int32_t> cached;  // the ids whose K and V the cache holds
 
+  // CUDA graphs of the decode step: the stream they are captured on and replayed on, and one
+  // executable graph per topology ([0] one-pass attention, [1] split-KV).
+  cudaStream_t graph_stream = nullptr;
+  cudaGraphExec_t graph_exec[2] = {nullptr, nullptr};
+  DecodeGraphStats graph_stats;
+
   Impl() = default;
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
   ~Impl() {
+    for (cudaGraphExec_t& e : graph_exec)  // errors ignored: a destructor cannot report them
+      if (e) (void)cudaGraphExecDestroy(e);
+    if (graph_stream) (void)cudaStreamDestroy(graph_stream);
     cache.reset();
     free_all(activation_memory);
     free_all(fixed_memory);
@@ -371,12 +383,11 @@ struct CachedModel::Impl {
         CUDA_CHECK(cudaMemcpy(token, &id, sizeof id, cudaMemcpyHostToDevice));
         kernels::embedding(token, embed, x1, 1, d, static_cast<int>(c.vocab_size));
       }
-      for (int i = 0; i < static_cast<int>(layers.size()); ++i) {
-        const nvtx::Range layer_range("layer ", i);
-        decode_layer(c, layers[static_cast<size_t>(i)], rope(), cache->layer(i), pos, split, x1,
-                     step);
+      if (options.cuda_graphs) {
+        run_step_graph(pos, split);
+      } else {
+        run_step_layers(pos, split, nullptr);
       }
-      output_logits(c, x1, 1, norm, lm_head, x_last_norm, logits);
       check_written(pos, "the decode step");
     } catch (...) {
       cache->clear();  // a half-written step leaves the cache inconsistent: start over
@@ -385,6 +396,69 @@ struct CachedModel::Impl {
     }
     cached.push_back(id);
     return download_logits();
+  }
+
+  // The layers and the output head of a decode step, launched on `stream`.
+  void run_step_layers(int pos, int split, cudaStream_t stream) {
+    for (int i = 0; i < static_cast<int>(layers.size()); ++i) {
+      const nvtx::Range layer_range("layer ", i);
+      decode_layer(config, layers[static_cast<size_t>(i)], rope(), cache->layer(i), pos, split, x1,
+                   step, stream);
+    }
+    output_logits(config, x1, 1, norm, lm_head, x_last_norm, logits, stream);
+  }
+
+  struct GraphDeleter {
+    void operator()(cudaGraph_t g) const { (void)cudaGraphDestroy(g); }
+  };
+
+  // run_step_layers() as a CUDA graph. What changes from step to step is the position: it is a
+  // by-value argument of milestone 4's kernels (kv_cache_append's slot, decode_attention's len,
+  // the RoPE row, a paged cache's table length) and the split-KV grid grows with it, so a graph
+  // recorded at one position is wrong at the next. Reading the position from device memory (a
+  // scalar written by a copy node) would change those kernels' signatures, which the milestones
+  // fix. Instead each step is captured again (recording only: nothing runs during the capture)
+  // and cudaGraphExecUpdate moves the new arguments into the executable graph, which is
+  // instantiated once per topology: far cheaper than instantiating every step, and the step
+  // still goes to the device as one launch. The topology differs only between one-pass and
+  // split-KV attention (the merge adds a launch per layer): two executable graphs at most.
+  // The embedding stays outside: its launcher synchronises to check the id, which a capture
+  // forbids, and the id has been checked on the host already.
+  void run_step_graph(int pos, int split) {
+    // A blocking stream: it waits for the legacy-stream work queued before it (the id's copy,
+    // the embedding) and that work after it waits for the graph.
+    if (!graph_stream) CUDA_CHECK(cudaStreamCreate(&graph_stream));
+    CUDA_CHECK(cudaStreamBeginCapture(graph_stream, cudaStreamCaptureModeGlobal));
+    cudaGraph_t captured = nullptr;
+    try {
+      run_step_layers(pos, split, graph_stream);
+    } catch (...) {
+      (void)cudaStreamEndCapture(graph_stream, &captured);  // ends the capture; nothing is kept
+      if (captured) (void)cudaGraphDestroy(captured);
+      (void)cudaGetLastError();
+      throw;
+    }
+    CUDA_CHECK(cudaStreamEndCapture(graph_stream, &captured));
+    const std::unique_ptr<CUgraph_st, GraphDeleter> graph(captured);
+    ++graph_stats.captures;
+    cudaGraphExec_t& exec = graph_exec[split > 0 ? 1 : 0];
+    if (exec) {
+      cudaGraphExecUpdateResultInfo info{};
+      if (cudaGraphExecUpdate(exec, graph.get(), &info) == cudaSuccess) {
+        ++graph_stats.updates;
+      } else {  // another topology after all: start again from this step's graph
+        (void)cudaGetLastError();
+        (void)cudaGraphExecDestroy(exec);
+        exec = nullptr;
+      }
+    }
+    if (!exec) {
+      CUDA_CHECK(cudaGraphInstantiate(&exec, graph.get(), 0));
+      ++graph_stats.instantiations;
+    }
+    CUDA_CHECK(cudaGraphLaunch(exec, graph_stream));
+    CUDA_CHECK(cudaStreamSynchronize(graph_stream));
+    ++graph_stats.launches;
   }
 
   std::vector<float> forward_uncached(const std::vector<int32_t>& tokens,
@@ -450,6 +524,10 @@ const std::vector<int32_t>& CachedModel::cached_ids() const {
 
 int CachedModel::split_size_for(int len) const {
   return impl_->split_size_for(len);
+}
+
+const DecodeGraphStats& CachedModel::decode_graph_stats() const {
+  return impl_->graph_stats;
 }
 
 std::vector<float> CachedModel::logits(const std::vector<int32_t>& ids) {

@@ -49,6 +49,18 @@ struct CachedModelOptions {
   /// Prefill (and the uncached steps of KvCacheKind::None) with milestone 5's fused
   /// flash_attention: no [s, s] score workspace is allocated.
   bool fused_attention = false;
+  /// Run the layers and the output head of each decode step as one CUDA graph (milestone 5):
+  /// one cudaGraphLaunch instead of a launch per kernel. Same kernels, same arguments, same
+  /// logits as without.
+  bool cuda_graphs = false;
+};
+
+/// What the CUDA graphs of the decode step (CachedModelOptions::cuda_graphs) did so far.
+struct DecodeGraphStats {
+  uint64_t captures = 0;        ///< decode steps recorded by stream capture
+  uint64_t instantiations = 0;  ///< executable graphs made (one per topology, see cached_model.cpp)
+  uint64_t updates = 0;         ///< steps that updated an executable graph in place instead
+  uint64_t launches = 0;        ///< cudaGraphLaunch calls: decode steps run from a graph
 };
 
 /// A Llama model on the device (bf16 weights, fp32 activations) that generates with a KV cache.
@@ -103,6 +115,9 @@ class CachedModel {
 
   /// The split size the next decode step at cache length `len` uses (0: one pass).
   int split_size_for(int len) const;
+
+  /// Counts of the decode step's CUDA graphs since the model was loaded.
+  const DecodeGraphStats& decode_graph_stats() const;
 
  private:
   struct Impl;

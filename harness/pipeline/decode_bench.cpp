@@ -24,7 +24,7 @@ int32_t argmax(const std::vector<float>& logits) {
 // Every row of time_decode(); changes the model's options.
 std::vector<DecodeTiming> time_all(CachedModel& model, const std::vector<int>& prompt_lengths,
                                    int tokens, const std::vector<KvCacheKind>& modes,
-                                   int page_size, uint64_t seed) {
+                                   int page_size, uint64_t seed, bool with_cuda_graphs) {
   const ModelConfig& c = model.config();
   const CachedModelOptions base = model.options();
   std::vector<DecodeTiming> rows;
@@ -37,40 +37,45 @@ std::vector<DecodeTiming> time_all(CachedModel& model, const std::vector<int>& p
       id = static_cast<int32_t>((state >> 33) % static_cast<uint64_t>(c.vocab_size));
     }
     for (KvCacheKind mode : modes) {
-      CachedModelOptions o = base;
-      o.cache = mode;
-      o.max_positions = p + tokens;
-      o.page_size = page_size;
-      model.set_options(o);
+      for (bool graphs : {false, true}) {
+        if (graphs && (!with_cuda_graphs || mode == KvCacheKind::None)) continue;
+        CachedModelOptions o = base;
+        o.cache = mode;
+        o.max_positions = p + tokens;
+        o.page_size = page_size;
+        o.cuda_graphs = graphs;
+        model.set_options(o);
 
-      DecodeTiming row;
-      row.prompt_length = p;
-      row.mode = mode;
-      row.tokens = tokens;
-      std::vector<int32_t> seq = prompt;
-      auto t0 = Clock::now();
-      std::vector<float> logits = mode == KvCacheKind::None ? model.forward_uncached(seq)
-                                                            : model.prefill(seq);
-      row.prefill_ms = ms_since(t0);
-      double total_ms = 0;
-      for (int t = 0; t < tokens; ++t) {
-        const int32_t next = argmax(logits);
-        seq.push_back(next);
-        t0 = Clock::now();
-        logits = mode == KvCacheKind::None ? model.forward_uncached(seq) : model.decode(next);
-        total_ms += ms_since(t0);
-        if (mode != KvCacheKind::None) {
-          row.cache_bytes_per_token +=
-              c.num_layers * decode_attention_bytes(static_cast<int>(seq.size()),
-                                                    static_cast<int>(c.num_heads),
-                                                    static_cast<int>(c.num_kv_heads),
-                                                    static_cast<int>(c.head_dim));
+        DecodeTiming row;
+        row.prompt_length = p;
+        row.mode = mode;
+        row.cuda_graphs = graphs;
+        row.tokens = tokens;
+        std::vector<int32_t> seq = prompt;
+        auto t0 = Clock::now();
+        std::vector<float> logits = mode == KvCacheKind::None ? model.forward_uncached(seq)
+                                                              : model.prefill(seq);
+        row.prefill_ms = ms_since(t0);
+        double total_ms = 0;
+        for (int t = 0; t < tokens; ++t) {
+          const int32_t next = argmax(logits);
+          seq.push_back(next);
+          t0 = Clock::now();
+          logits = mode == KvCacheKind::None ? model.forward_uncached(seq) : model.decode(next);
+          total_ms += ms_since(t0);
+          if (mode != KvCacheKind::None) {
+            row.cache_bytes_per_token +=
+                c.num_layers * decode_attention_bytes(static_cast<int>(seq.size()),
+                                                      static_cast<int>(c.num_heads),
+                                                      static_cast<int>(c.num_kv_heads),
+                                                      static_cast<int>(c.head_dim));
+          }
         }
+        row.ms_per_token = total_ms / tokens;
+        row.tokens_per_s = row.ms_per_token > 0 ? 1000.0 / row.ms_per_token : 0;
+        row.cache_bytes_per_token /= tokens;
+        rows.push_back(row);
       }
-      row.ms_per_token = total_ms / tokens;
-      row.tokens_per_s = row.ms_per_token > 0 ? 1000.0 / row.ms_per_token : 0;
-      row.cache_bytes_per_token /= tokens;
-      rows.push_back(row);
     }
   }
   return rows;
@@ -84,7 +89,7 @@ double decode_attention_bytes(int len, int n_heads, int n_kv_heads, int head_dim
 
 std::vector<DecodeTiming> time_decode(CachedModel& model, const std::vector<int>& prompt_lengths,
                                       int tokens, const std::vector<KvCacheKind>& modes,
-                                      int page_size, uint64_t seed) {
+                                      int page_size, uint64_t seed, bool with_cuda_graphs) {
   const ModelConfig& c = model.config();
   if (tokens < 1) throw std::invalid_argument("time_decode: tokens must be at least 1");
   for (int p : prompt_lengths) {
@@ -97,7 +102,7 @@ std::vector<DecodeTiming> time_decode(CachedModel& model, const std::vector<int>
   const CachedModelOptions saved = model.options();
   std::vector<DecodeTiming> rows;
   try {
-    rows = time_all(model, prompt_lengths, tokens, modes, page_size, seed);
+    rows = time_all(model, prompt_lengths, tokens, modes, page_size, seed, with_cuda_graphs);
   } catch (...) {
     model.set_options(saved);
     throw;

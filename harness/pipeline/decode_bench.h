@@ -19,6 +19,7 @@ namespace clockwork {
 struct DecodeTiming {
   int prompt_length = 0;
   KvCacheKind mode = KvCacheKind::None;
+  bool cuda_graphs = false;   ///< each decode step ran as one CUDA graph (CachedModelOptions)
   int tokens = 0;             ///< decode steps timed (each produces one new token's logits)
   double prefill_ms = 0;      ///< the prompt (cached: prefill; none: the first full forward)
   double ms_per_token = 0;    ///< mean wall-clock time of a step, logits copied to the host
@@ -34,10 +35,13 @@ double decode_attention_bytes(int len, int n_heads, int n_kv_heads, int head_dim
 
 /// Times generation with each of `modes` at each prompt length: a prompt of pseudo-random ids
 /// (fixed by `seed`), then `tokens` greedy steps. The model's options are changed for each mode
-/// (the cache sized to the prompt plus the new tokens) and restored afterwards.
+/// (the cache sized to the prompt plus the new tokens) and restored afterwards. With
+/// `with_cuda_graphs`, every mode with a cache is timed a second time with the decode step run
+/// as a CUDA graph (a row with cuda_graphs set, right after the one without).
 /// Throws std::invalid_argument when a prompt length plus `tokens` exceeds the context.
 std::vector<DecodeTiming> time_decode(CachedModel& model, const std::vector<int>& prompt_lengths,
                                       int tokens, const std::vector<KvCacheKind>& modes,
-                                      int page_size = 16, uint64_t seed = 1);
+                                      int page_size = 16, uint64_t seed = 1,
+                                      bool with_cuda_graphs = false);
 
 }  // namespace clockwork

@@ -7,6 +7,11 @@
 //   * decode rows (with --model DIR): generation from prompts of each length, timed per new
 //     token, without a cache (every step re-runs the whole sequence), with the contiguous cache
 //     and with the paged one. The uncached cost grows with the prompt; the cached one stays flat.
+//     The variant `graphs` adds, for each cache, the same generation with each decode step run
+//     as one CUDA graph (milestone 5): the launch overhead of the step's many small kernels is
+//     what it removes on a GPU. On the CPU backend a launch costs a hand-over to the thread pool,
+//     not a GPU's launch latency, so the rows there show the cost of capturing and replaying,
+//     not what a GPU gains.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -138,6 +143,12 @@ void run_generation_rows(Context& ctx, const std::vector<int>& lengths) {
     return;
   }
   const int tokens = static_cast<int>(o.args->get_int("decode-tokens", 8, 1, 4096));
+  const bool graphs = o.wants("graphs");
+  if (graphs && ctx.simulation()) {
+    ctx.note("decode: the +graphs rows are a CPU simulation: a launch here is a hand-over to the "
+             "thread pool, not a GPU's launch latency, so they measure capture and replay, not "
+             "what graphs save on a GPU");
+  }
   CachedModel model = CachedModel::load(require_model_dir(*model_arg));
   const int context = static_cast<int>(model.config().max_position_embeddings);
   std::vector<int> prompts;
@@ -150,10 +161,10 @@ void run_generation_rows(Context& ctx, const std::vector<int>& lengths) {
                std::to_string(context));
     }
   }
-  for (const DecodeTiming& d : time_decode(model, prompts, tokens, modes)) {
+  for (const DecodeTiming& d : time_decode(model, prompts, tokens, modes, 16, 1, graphs)) {
     Row r;
     r.op = "decode";
-    r.variant = kv_cache_kind_name(d.mode);
+    r.variant = std::string(kv_cache_kind_name(d.mode)) + (d.cuda_graphs ? "+graphs" : "");
     r.case_name = "generate";
     r.shape = model_arg->substr(model_arg->find_last_of('/') + 1);
     r.dims = "prompt=" + std::to_string(d.prompt_length) + " tokens=" + std::to_string(d.tokens);
@@ -182,7 +193,7 @@ void run_decode(Context& ctx) {
 CLOCKWORK_BENCH_GROUP("decode",
                       "KV-cache decode: decode attention's bandwidth, and ms/token with and "
                       "without the cache (--model)",
-                      run_decode, {"one-pass", "split", "none", "contiguous", "paged"},
+                      run_decode, {"one-pass", "split", "none", "contiguous", "paged", "graphs"},
                       {{"model", "DIR",
                         "decode: time generation with and without the KV cache on this model "
                         "(e.g. one written by clockwork tiny-model)"},

@@ -64,6 +64,8 @@ const char* cache_title(const std::string& variant) {
   if (variant == "none") return "no KV cache (every step re-runs the sequence)";
   if (variant == "contiguous") return "contiguous KV cache";
   if (variant == "paged") return "paged KV cache";
+  if (variant == "contiguous+graphs") return "contiguous KV cache, CUDA graphs";
+  if (variant == "paged+graphs") return "paged KV cache, CUDA graphs";
   return nullptr;
 }
 

@@ -6,10 +6,12 @@
 //
 //   K<<<grid, block[, smem[, stream]]>>>(args)
 //     -> ::cudasim::launcher(::cudasim::config(grid, block, ...), "K",
-//                            [&](auto... a) { K(a...); })(args)
+//                            [=](auto... a) { K(a...); })(args)
 //        (the kernel is called inside a generic lambda, so template arguments are still deduced
 //        from the call arguments, exactly as nvcc does; it takes them by value, as a kernel does,
-//        so that every simulated thread works on copies on its own stack)
+//        so that every simulated thread works on copies on its own stack. The lambda copies what
+//        it names, a kernel launched through a local function pointer included: a launch recorded
+//        by stream capture outlives the function that made it)
 //   extern __shared__ __align__(16) T name[];   (function scope)
 //     -> T* const name = ::cudasim::dynamic_shared<T>("name");
 //   __shared__ T name[N][M];                     (function scope)
@@ -322,7 +324,7 @@ class Rewriter {
     std::string name;
     for (char c : kernel) name += (c == '"' || c == '\\') ? '_' : c;
     edits_.push_back({toks_[close].begin, toks_[close].end,
-                      std::string("), \"") + name + "\", " + (at_ns_scope ? "[]" : "[&]") +
+                      std::string("), \"") + name + "\", " + (at_ns_scope ? "[]" : "[=]") +
                           "(auto... cudasim_args_) { " + kernel + "(cudasim_args_...); })"});
     return true;
   }

@@ -6,7 +6,8 @@
 // device pointer that is not inside a live allocation fail with cudaErrorInvalidValue, as they do
 // on a GPU, and new allocations are poisoned (all bits set: NaN as float) so reading memory
 // nobody wrote shows. Streams and events are synchronous: work finishes before the call that
-// queued it returns, and events record host time.
+// queued it returns, and events record host time. A stream that is capturing (graph.cpp) records
+// the work instead, and the calls that stream capture forbids fail as they do with CUDA.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,11 +25,7 @@
 #include "runtime_internal.h"
 #include "symbolize.h"
 
-// The opaque handle types of the runtime API, given a body here.
-struct CUstream_st {
-  unsigned flags = 0;
-  int priority = 0;
-};
+// The opaque handle types of the runtime API, given a body here (streams: runtime_internal.h).
 struct CUevent_st {
   std::chrono::steady_clock::time_point when;
   bool recorded = false;
@@ -137,6 +134,52 @@ cudaError_t free_memory(void* ptr, MemKind kind, const char* call) {
           describe_call_site(capture_call_stack().frames, capture_call_stack().depth) +
           ": not the start of a live allocation of this kind (freed twice? the wrong free function?)");
   return fail(cudaErrorInvalidValue);
+}
+
+}  // namespace
+
+cudaError_t set_last_error(cudaError_t e) { return fail(e); }
+
+void explain_call(const std::string& why) { explain(why); }
+
+cudaError_t copy_now(void* dst, const void* src, size_t n, cudaMemcpyKind kind, const char* call) {
+  if (cudaError_t e = check_copy(dst, src, n, kind, call)) return e;
+  do_copy(dst, src, n);
+  return cudaSuccess;
+}
+
+cudaError_t memset_now(void* ptr, int value, size_t count, const char* call) {
+  if (count == 0) return cudaSuccess;
+  if (!device_memory().find_live(ptr, count)) {
+    std::string what = describe_device_address(reinterpret_cast<uintptr_t>(ptr), 1);
+    explain(std::string(call) + " of " + std::to_string(count) + " bytes: not inside a device allocation of that size" +
+            (what.empty() ? "" : " (" + what + ")"));
+    return fail(cudaErrorInvalidValue);
+  }
+  std::memset(device_memory().host_address(ptr), value, count);
+  if (program_is_instrumented()) check::note_copy(ptr, nullptr, count);
+  return cudaSuccess;
+}
+
+namespace {
+
+// A copy or memset queued on `stream`: done now, recorded by the stream's capture, or refused.
+cudaError_t copy_on(cudaStream_t stream, void* dst, const void* src, size_t n, cudaMemcpyKind kind, const char* call) {
+  const StreamUse use = stream_use(stream, call);
+  if (use == StreamUse::Refused) return last_error;
+  if (use == StreamUse::Run) return copy_now(dst, src, n, kind, call);
+  if (cudaError_t e = check_copy(dst, src, n, kind, call)) return e;  // refused at capture, as CUDA does
+  record_copy(stream, dst, src, n, kind);
+  return cudaSuccess;
+}
+
+cudaError_t memset_on(cudaStream_t stream, void* ptr, int value, size_t n, const char* call) {
+  const StreamUse use = stream_use(stream, call);
+  if (use == StreamUse::Refused) return last_error;
+  if (use == StreamUse::Run) return memset_now(ptr, value, n, call);
+  if (n && !device_memory().find_live(ptr, n)) return memset_now(ptr, value, n, call);  // explains and fails
+  record_memset(stream, ptr, value, n);
+  return cudaSuccess;
 }
 
 }  // namespace
@@ -371,7 +414,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
   return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { return cudasim::detail::forbidden_during_capture("cudaDeviceSynchronize"); }
 
 cudaError_t cudaDeviceReset(void) {
   device_memory().release_all();
@@ -498,11 +541,15 @@ cudaError_t cudaLaunchKernel(const void* func, dim3, dim3, void**, size_t, cudaS
 
 // ---- memory ------------------------------------------------------------------------------------------
 
-cudaError_t cudaMalloc(void** ptr, size_t size) { return cudasim::detail::alloc(ptr, size, MemKind::Device); }
+cudaError_t cudaMalloc(void** ptr, size_t size) {
+  if (cudaError_t e = cudasim::detail::forbidden_during_capture("cudaMalloc")) return e;
+  return cudasim::detail::alloc(ptr, size, MemKind::Device);
+}
 
 cudaError_t cudaMallocAsync(void** ptr, size_t size, cudaStream_t) { return cudaMalloc(ptr, size); }
 
 cudaError_t cudaMallocManaged(void** ptr, size_t size, unsigned int) {
+  if (cudaError_t e = cudasim::detail::forbidden_during_capture("cudaMallocManaged")) return e;
   return cudasim::detail::alloc(ptr, size, MemKind::Managed);
 }
 
@@ -512,15 +559,24 @@ cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t heig
   return cudaMalloc(ptr, *pitch * height);
 }
 
-cudaError_t cudaFree(void* ptr) { return cudasim::detail::free_memory(ptr, MemKind::Device, "cudaFree"); }
+cudaError_t cudaFree(void* ptr) {
+  if (cudaError_t e = cudasim::detail::forbidden_during_capture("cudaFree")) return e;
+  return cudasim::detail::free_memory(ptr, MemKind::Device, "cudaFree");
+}
 
 cudaError_t cudaFreeAsync(void* ptr, cudaStream_t) { return cudaFree(ptr); }
 
-cudaError_t cudaMallocHost(void** ptr, size_t size) { return cudasim::detail::alloc(ptr, size, MemKind::Pinned); }
+cudaError_t cudaMallocHost(void** ptr, size_t size) {
+  if (cudaError_t e = cudasim::detail::forbidden_during_capture("cudaMallocHost")) return e;
+  return cudasim::detail::alloc(ptr, size, MemKind::Pinned);
+}
 
 cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int) { return cudaMallocHost(ptr, size); }
 
-cudaError_t cudaFreeHost(void* ptr) { return cudasim::detail::free_memory(ptr, MemKind::Pinned, "cudaFreeHost"); }
+cudaError_t cudaFreeHost(void* ptr) {
+  if (cudaError_t e = cudasim::detail::forbidden_during_capture("cudaFreeHost")) return e;
+  return cudasim::detail::free_memory(ptr, MemKind::Pinned, "cudaFreeHost");
+}
 
 cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned int flags) {
   if (!device || !host || flags != 0) return fail(cudaErrorInvalidValue);
@@ -581,13 +637,11 @@ cudaError_t cudaMemPrefetchAsync(const void*, size_t, cudaMemLocation, unsigned 
 cudaError_t cudaMemAdvise(const void*, size_t, cudaMemoryAdvise, cudaMemLocation) { return cudaSuccess; }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
-  if (cudaError_t e = cudasim::detail::check_copy(dst, src, count, kind, "cudaMemcpy")) return e;
-  cudasim::detail::do_copy(dst, src, count);
-  return cudaSuccess;
+  return cudasim::detail::copy_on(nullptr, dst, src, count, kind, "cudaMemcpy");
 }
 
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t) {
-  return cudaMemcpy(dst, src, count, kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream) {
+  return cudasim::detail::copy_on(stream, dst, src, count, kind, "cudaMemcpyAsync");
 }
 
 cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_device, size_t count) {
@@ -596,53 +650,50 @@ cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_d
 }
 
 cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device, size_t count,
-                                cudaStream_t) {
-  return cudaMemcpyPeer(dst, dst_device, src, src_device, count);
+                                cudaStream_t stream) {
+  if (dst_device != 0 || src_device != 0) return fail(cudaErrorInvalidDevice);
+  return cudaMemcpyAsync(dst, src, count, cudaMemcpyDeviceToDevice, stream);
 }
 
-cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
-                         cudaMemcpyKind kind) {
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                              cudaMemcpyKind kind, cudaStream_t stream) {
   // A width over the pitch: CUDA 13 answers cudaErrorInvalidValue (seen on an H200), not
   // cudaErrorInvalidPitchValue.
   if (width > dpitch || width > spitch) return fail(cudaErrorInvalidValue);
   for (size_t r = 0; r < height; ++r) {
-    cudaError_t e = cudaMemcpy(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch,
-                               width, kind);
+    cudaError_t e = cudasim::detail::copy_on(stream, static_cast<char*>(dst) + r * dpitch,
+                                             static_cast<const char*>(src) + r * spitch, width, kind,
+                                             stream ? "cudaMemcpy2DAsync" : "cudaMemcpy2D");
     if (e) return e;
   }
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
-                              cudaMemcpyKind kind, cudaStream_t) {
-  return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
+cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                         cudaMemcpyKind kind) {
+  return cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, nullptr);
 }
 
 cudaError_t cudaMemset(void* ptr, int value, size_t count) {
-  if (count == 0) return cudaSuccess;
-  if (!device_memory().find_live(ptr, count)) {
-    std::string what = cudasim::detail::describe_device_address(reinterpret_cast<uintptr_t>(ptr), 1);
-    cudasim::detail::explain("cudaMemset of " + std::to_string(count) + " bytes: not inside a device allocation of that size" +
-                             (what.empty() ? "" : " (" + what + ")"));
-    return fail(cudaErrorInvalidValue);
-  }
-  std::memset(device_memory().host_address(ptr), value, count);
-  if (cudasim::detail::program_is_instrumented()) cudasim::detail::check::note_copy(ptr, nullptr, count);
-  return cudaSuccess;
+  return cudasim::detail::memset_on(nullptr, ptr, value, count, "cudaMemset");
 }
 
-cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t) { return cudaMemset(ptr, value, count); }
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t stream) {
+  return cudasim::detail::memset_on(stream, ptr, value, count, "cudaMemsetAsync");
+}
 
-cudaError_t cudaMemset2D(void* ptr, size_t pitch, int value, size_t width, size_t height) {
+cudaError_t cudaMemset2DAsync(void* ptr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream) {
   if (width > pitch) return fail(cudaErrorInvalidValue);
   for (size_t r = 0; r < height; ++r) {
-    if (cudaError_t e = cudaMemset(static_cast<char*>(ptr) + r * pitch, value, width)) return e;
+    if (cudaError_t e = cudasim::detail::memset_on(stream, static_cast<char*>(ptr) + r * pitch, value, width,
+                                                   stream ? "cudaMemset2DAsync" : "cudaMemset2D"))
+      return e;
   }
   return cudaSuccess;
 }
 
-cudaError_t cudaMemset2DAsync(void* ptr, size_t pitch, int value, size_t width, size_t height, cudaStream_t) {
-  return cudaMemset2D(ptr, pitch, value, width, height);
+cudaError_t cudaMemset2D(void* ptr, size_t pitch, int value, size_t width, size_t height) {
+  return cudaMemset2DAsync(ptr, pitch, value, width, height, nullptr);
 }
 
 // A __device__ or __constant__ variable is an ordinary global here; its address is the symbol.
@@ -717,23 +768,38 @@ cudaError_t cudaStreamGetFlags(cudaStream_t stream, unsigned int* flags) {
 cudaError_t cudaStreamGetDevice(cudaStream_t, int* device) { return cudaGetDevice(device); }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) return cudaSuccess;
+  cudasim::detail::forget_capture(stream);
   delete stream;
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  return cudasim::detail::wait_for_stream(stream, "cudaStreamSynchronize");
+}
+cudaError_t cudaStreamQuery(cudaStream_t stream) { return cudasim::detail::wait_for_stream(stream, "cudaStreamQuery"); }
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) { return cudaSuccess; }
 
 // Work on a stream is done when the call that queued it returns: the callback runs now.
 cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void* data, unsigned int) {
   if (!callback) return fail(cudaErrorInvalidValue);
+  switch (cudasim::detail::stream_use(stream, "cudaStreamAddCallback")) {
+    case cudasim::detail::StreamUse::Refused: return last_error;
+    // Not capturable (cudaLaunchHostFunc is): refused on a capturing stream, as by CUDA.
+    case cudasim::detail::StreamUse::Record: return cudasim::detail::wait_for_stream(stream, "cudaStreamAddCallback");
+    case cudasim::detail::StreamUse::Run: break;
+  }
   callback(stream, cudaSuccess, data);
   return cudaSuccess;
 }
 
-cudaError_t cudaLaunchHostFunc(cudaStream_t, cudaHostFn_t fn, void* data) {
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* data) {
   if (!fn) return fail(cudaErrorInvalidValue);
+  switch (cudasim::detail::stream_use(stream, "cudaLaunchHostFunc")) {
+    case cudasim::detail::StreamUse::Refused: return last_error;
+    case cudasim::detail::StreamUse::Record: cudasim::detail::record_host_fn(stream, fn, data); return cudaSuccess;
+    case cudasim::detail::StreamUse::Run: break;
+  }
   fn(data);
   return cudaSuccess;
 }

@@ -32,7 +32,7 @@
 // a bench tool that knows the operation) declares them with cudasim::profile_flops() after a
 // launch, and the report leaves them out otherwise.
 //
-// Counting mode also lets the other threads of a block take a turn every 16 accesses of a thread
+// Counting mode also lets the other threads of a block take a turn every 64 accesses of a thread
 // (a yield, as in a spin-wait), so that a thread looping far ahead of its warp does not leave
 // thousands of instructions open; a correct kernel's results do not depend on that order.
 //
@@ -118,7 +118,7 @@ struct ThreadProfile {
   unsigned nwarps = 0;
 };
 thread_local ThreadProfile* tl_profile = nullptr;
-constexpr uint16_t kYieldEvery = 16;  // accesses a lane makes before the others get a turn
+constexpr uint16_t kYieldEvery = 64;  // accesses a lane makes before the others get a turn
 
 bool is_global(Kind k) { return k <= kGlobalAtomic; }
 

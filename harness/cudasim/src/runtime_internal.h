@@ -6,8 +6,22 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <thread>
 
 #include "cudasim/cudasim.h"
+
+struct CUgraph_st;
+
+// The runtime API's opaque stream handle, given a body here (api.cpp, graph.cpp).
+struct CUstream_st {
+  unsigned flags = 0;
+  int priority = 0;
+  // Stream capture (graph.cpp): the graph being recorded while `capture` is not None.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
+  std::thread::id capture_thread;
+  CUgraph_st* graph = nullptr;
+};
 
 namespace cudasim::detail {
 
@@ -80,5 +94,33 @@ bool host_registered(const void* p, size_t n);
 
 /// Largest dynamic shared memory `kernel` (the name written at its launch) may use.
 size_t dynamic_smem_limit(const char* kernel);
+
+// ---- stream capture and graphs (graph.cpp) ----------------------------------------------------------
+
+/// Sets the calling thread's last error (cudaGetLastError) and returns it.
+cudaError_t set_last_error(cudaError_t e);
+/// Prints `why` on stderr unless CUDASIM_QUIET is set.
+void explain_call(const std::string& why);
+
+/// What becomes of work that `call` queues on `stream`: run now, recorded into the stream's
+/// capture, or refused (last error set and explained: the legacy stream used while a blocking
+/// stream captures, or a stream whose capture was invalidated).
+enum class StreamUse { Run, Record, Refused };
+StreamUse stream_use(cudaStream_t stream, const char* call);
+/// A call that stream capture forbids while a capture is under way (allocation, freeing, device
+/// synchronisation): cudaSuccess when allowed, otherwise cudaErrorStreamCaptureUnsupported (the
+/// captures concerned are invalidated, as CUDA does).
+cudaError_t forbidden_during_capture(const char* call);
+/// A stream destroyed while it captures: its capture ends and the recording is dropped.
+void forget_capture(cudaStream_t stream);
+/// Waiting for `stream` (cudaStreamSynchronize, cudaStreamQuery): refused while it captures.
+cudaError_t wait_for_stream(cudaStream_t stream, const char* call);
+/// Nodes recorded by asynchronous copies, memsets and host functions on a capturing stream.
+void record_copy(cudaStream_t stream, void* dst, const void* src, size_t n, cudaMemcpyKind kind);
+void record_memset(cudaStream_t stream, void* p, int value, size_t n);
+void record_host_fn(cudaStream_t stream, cudaHostFn_t fn, void* data);
+/// The copy and the memset as an uncaptured call does them (what a replayed node does).
+cudaError_t copy_now(void* dst, const void* src, size_t n, cudaMemcpyKind kind, const char* call);
+cudaError_t memset_now(void* p, int value, size_t n, const char* call);
 
 }  // namespace cudasim::detail

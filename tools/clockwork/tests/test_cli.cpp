@@ -923,6 +923,36 @@ TEST_F(Cli, GenerateBatchUsageErrors) {
             "");
 }
 
+// Milestone 5: each decode step as one CUDA graph gives the same tokens, and says that the steps
+// ran as graph launches.
+TEST_F(Cli, GenerateCudaGraphsGiveTheSameText) {
+  if (backend_missing()) GTEST_SKIP() << "no device for this binary";
+  const std::vector<std::vector<std::string>> caches{
+      {}, {"--kv-cache", "paged", "--page-size", "3"}};
+  for (const std::vector<std::string>& cache : caches) {
+    std::vector<std::string> args{"generate",         "--model", model().string(),
+                                  "--prompt",         "The clock in the hall",
+                                  "--max-new-tokens", "12",      "--print-ids"};
+    args.insert(args.end(), cache.begin(), cache.end());
+    const RunResult launched = run_cli(args);
+    ASSERT_EQ(launched.code, 0) << launched.err;
+    EXPECT_EQ(launched.err.find("CUDA graphs"), std::string::npos) << launched.err;
+    args.push_back("--cuda-graphs");
+    const RunResult graphed = run_cli(args);
+    ASSERT_EQ(graphed.code, 0) << graphed.err;
+    ASSERT_FALSE(generated_ids(launched.out).empty());
+    EXPECT_EQ(graphed.out, launched.out) << (cache.empty() ? "contiguous" : "paged");
+    // 12 tokens: the first comes from the prefill, the other 11 from decode steps.
+    EXPECT_NE(graphed.err.find("CUDA graphs: 11 decode steps run as graph launches"),
+              std::string::npos)
+        << graphed.err;
+  }
+  EXPECT_EQ(check_error(run_cli({"generate", "--model", model().string(), "--prompt", "hi",
+                                 "--kv-cache", "none", "--cuda-graphs"}),
+                        "generate", 2, {"--cuda-graphs", "KV cache"}),
+            "");
+}
+
 TEST_F(Cli, GenerateKvCacheUsageErrors) {
   const std::string m = model().string();
   EXPECT_EQ(check_error(run_cli({"generate", "--model", m, "--prompt", "hi", "--kv-cache",

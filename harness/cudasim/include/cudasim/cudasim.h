@@ -151,8 +151,24 @@ void launch(const LaunchConfig& cfg, const char* kernel, const char* file, unsig
 const char* function_name(const void* fn);
 }  // namespace detail
 
+namespace detail {
+/// A kernel launch recorded by stream capture (cudaStreamBeginCapture): its own copy of the
+/// configuration and of the arguments, run again by every cudaGraphLaunch.
+struct CapturedLaunch {
+  virtual ~CapturedLaunch() = default;
+  virtual void run() = 0;
+};
+/// What becomes of a launch on `cfg.stream`: run now, recorded into the stream's capture, or
+/// refused (the last error says why: an invalid configuration, or a launch the capture forbids).
+enum class LaunchMode { Run, Record, Refused };
+LaunchMode launch_mode(const LaunchConfig& cfg, const char* kernel, const char* file, unsigned line);
+/// Adds a recorded launch to the graph that `stream` is capturing (takes ownership of `node`).
+void capture_launch(cudaStream_t stream, const char* kernel, CapturedLaunch* node);
+}  // namespace detail
+
 /// `K<<<cfg>>>(args...)` becomes `launcher(cfg, "K", call_K)(args...)`: the arguments are copied
-/// once at the launch (as CUDA does) and every simulated thread calls the kernel with them.
+/// once at the launch (as CUDA does) and every simulated thread calls the kernel with them. On a
+/// capturing stream the copy is kept in the graph instead, and each replay runs with it.
 template <class Call>
 struct Launcher {
   LaunchConfig cfg;
@@ -162,10 +178,33 @@ struct Launcher {
 
   template <class... Args>
   void operator()(Args&&... args) {
-    std::tuple<std::decay_t<Args>...> copied(std::forward<Args>(args)...);
+    using Copied = std::tuple<std::decay_t<Args>...>;
+    switch (detail::launch_mode(cfg, kernel, where.file_name(), where.line())) {
+      case detail::LaunchMode::Refused:
+        return;
+      case detail::LaunchMode::Record: {
+        struct Recorded final : detail::CapturedLaunch {
+          Launcher self;
+          Copied args;
+          Recorded(const Launcher& l, Copied a) : self(l), args(std::move(a)) {}
+          void run() override { self.run(args); }
+        };
+        detail::capture_launch(cfg.stream, kernel, new Recorded(*this, Copied(std::forward<Args>(args)...)));
+        return;
+      }
+      case detail::LaunchMode::Run:
+        break;
+    }
+    Copied copied(std::forward<Args>(args)...);
+    run(copied);
+  }
+
+  /// Runs the kernel with arguments already copied.
+  template <class Copied>
+  void run(Copied& copied) {
     struct Ctx {
       Call* call;
-      std::tuple<std::decay_t<Args>...>* args;
+      Copied* args;
     } ctx{&call, &copied};
     const detail::LaunchRange ranges[] = {{&copied, sizeof copied}, {&ctx, sizeof ctx}, {this, sizeof *this}};
     detail::launch(cfg, kernel, where.file_name(), where.line(), &ctx, [](void* p) {
