@@ -405,6 +405,28 @@ TEST_F(Cli, InspectShowsConfigTensorsAndSize) {
   EXPECT_NE(r.out.find("<|eot_id|>"), std::string::npos);
 }
 
+// A Gemma 3 checkpoint written by transformers (reference/tests/transformers): inspect reads its
+// config.json and finds every tensor a Gemma layer needs, none left over.
+TEST(CliGemma, InspectReadsATransformersGemma3Checkpoint) {
+  const fs::path dir = fs::path(CLOCKWORK_TRANSFORMERS_FIXTURES) / "gemma3-local-global";
+  const RunResult r = run_cli({"inspect", "--model", dir.string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("family             gemma3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("layer types        LLGL (L local, G global)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sliding_window     4 positions"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rope_local_theta   10000"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("query_pre_attn_scalar 32^-1/2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("model.layers.3.self_attn.k_norm.weight"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("model.layers.0.post_feedforward_layernorm.weight"), std::string::npos);
+  EXPECT_EQ(r.out.find("not used by the model"), std::string::npos)
+      << "every tensor of the Gemma checkpoint belongs to the model:\n" << r.out;
+  const RunResult llama = run_cli(
+      {"inspect", "--model", (fs::path(CLOCKWORK_TRANSFORMERS_FIXTURES) / "llama-tied").string()});
+  ASSERT_EQ(llama.code, 0) << llama.err;
+  EXPECT_NE(llama.out.find("family             llama"), std::string::npos) << llama.out;
+  EXPECT_EQ(llama.out.find("layer types"), std::string::npos) << llama.out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Bad input: one line, the right exit code, naming the problem
 // ---------------------------------------------------------------------------------------------
