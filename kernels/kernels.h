@@ -379,6 +379,13 @@ void sliding_window_attention(const float* q, const float* k, const float* v, fl
                               int n_heads, int n_kv_heads, int head_dim, float scale, int window,
                               cudaStream_t stream = nullptr);
 
+/// x *= factor, element-wise, in place (Gemma's embeddings times sqrt(d)).
+/// @param x       [n] fp32
+/// @param factor  the factor
+/// @param n       number of elements (s · d)
+/// @param stream  stream to run on
+void scale(float* x, float factor, size_t n, cudaStream_t stream = nullptr);
+
 /// Bytes of dynamic shared memory one sliding_window_attention() block uses for s tokens.
 size_t sliding_window_attention_shared_bytes(int s);
 
