@@ -427,6 +427,45 @@ TEST(CliGemma, InspectReadsATransformersGemma3Checkpoint) {
   EXPECT_EQ(llama.out.find("layer types"), std::string::npos) << llama.out;
 }
 
+// The prompt of a transformers-written fixture (its expected.json), as verify's --ids.
+std::string fixture_prompt_ids(const fs::path& dir) {
+  std::ifstream in(dir / "expected.json");
+  const json expected = json::parse(in);  // kept alive: the loop below walks one of its members
+  std::string ids;
+  for (const json& id : expected.at("prompt")) {
+    ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int64_t>());
+  }
+  return ids;
+}
+
+// verify on the Gemma checkpoint transformers wrote: GemmaModel (the student's milestone-6 code)
+// against the reference, through --ids since the fixture has no tokenizer; then a Llama one the
+// same way, and a malformed --ids.
+TEST(CliGemma, VerifyRunsBothFamiliesFromTokenIds) {
+  if (!kHaveVerify) GTEST_SKIP() << "built without libtorch: no verify";
+  const fs::path gemma = fs::path(CLOCKWORK_TRANSFORMERS_FIXTURES) / "gemma3-local-global";
+  const RunResult r = run_cli(
+      {"verify", "--model", gemma.string(), "--ids", fixture_prompt_ids(gemma), "--steps", "3"});
+  if (model_backend_missing(r)) GTEST_SKIP() << "no GPU for the CUDA build";
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  for (const char* line : {"(Gemma 3, 4 layers", "layer 3", "final norm", "verify: PASS",
+                           "no KV-cache check"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  }
+  const fs::path llama = fs::path(CLOCKWORK_TRANSFORMERS_FIXTURES) / "llama-tied";
+  const RunResult l = run_cli({"verify", "--model", llama.string(), "--ids",
+                               fixture_prompt_ids(llama), "--steps", "2", "--kv-cache", "none"});
+  ASSERT_EQ(l.code, 0) << l.err << l.out;
+  EXPECT_NE(l.out.find("(Llama, 3 layers"), std::string::npos) << l.out;
+  EXPECT_NE(l.out.find("verify: PASS"), std::string::npos) << l.out;
+  EXPECT_EQ(check_error(run_cli({"verify", "--model", gemma.string(), "--ids", "5,x,7"}), "verify",
+                        2, {"--ids", "'x' (element 2)", "[0, 320)"}),
+            "");
+  EXPECT_EQ(check_error(run_cli({"verify", "--model", gemma.string(), "--ids", "5,320"}), "verify",
+                        2, {"'320'"}),
+            "");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Bad input: one line, the right exit code, naming the problem
 // ---------------------------------------------------------------------------------------------
