@@ -124,6 +124,31 @@ TEST(GeGlu, RecognisesItsMistakes) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The embedding scale
+// ---------------------------------------------------------------------------------------------
+
+TEST(Scale, MultipliesEveryElementBySqrtD) {
+  // One fp32 multiplication per element, correctly rounded: a correct kernel matches bit for bit.
+  const float factor = 34.f;  // sqrt(1152) = 33.94, rounded to bf16 as Gemma 3 1B's checkpoints do
+  for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{11} * 1152, int64_t{300000}}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    const auto x = random_normal(static_cast<size_t>(n), test_seed(6180 + n));
+    DeviceBuffer<float> d_x("embeddings", {n});
+    d_x.upload(x);
+    kernels::scale(d_x.data(), factor, static_cast<size_t>(n));
+    std::vector<float> want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) want[i] = x[i] * factor;
+    EXPECT_TRUE(matches_reference(
+        d_x, want,
+        tol::exact("one fp32 multiplication per element, correctly rounded: a correct kernel "
+                   "reproduces x * factor bit for bit"),
+        {{"embedding_scale_missing",
+          "the embeddings were not multiplied: Gemma scales the looked-up rows by sqrt(d)", x}}));
+    EXPECT_TRUE(guards_intact(d_x));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Gemma's RMSNorm and QK-norm
 // ---------------------------------------------------------------------------------------------
 
