@@ -106,5 +106,18 @@ TEST(GemmaModel, RefusesALlamaCheckpointNamingItsFamily) {
   }
 }
 
+// The other way round: milestone 3's Llama pipeline would run a Gemma checkpoint without its
+// extra norms and windows; it refuses it instead.
+TEST(GemmaModel, TheLlamaPipelineRefusesAGemmaCheckpoint) {
+  const fs::path dir = kFixtures / "gemma3-local-global";
+  try {
+    Model::load(dir);
+    ADD_FAILURE() << "the Llama pipeline loaded a Gemma checkpoint";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("describes a gemma3 model"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Llama family only"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace clockwork
