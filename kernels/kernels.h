@@ -416,4 +416,70 @@ void merge_attention_states_batched(const float* o, const float* lse, const int3
                                     int batch, float* out, int n_heads, int head_dim,
                                     cudaStream_t stream = nullptr);
 
+// ---- milestone 6 (extension): Gemma 3 ----------------------------------------------------------
+
+/// GeGLU, element-wise: out = GELU(gate) ⊙ up with the tanh approximation
+/// GELU(z) ≈ 0.5·z·(1 + tanh(sqrt(2/π)·(z + 0.044715·z³))) (transformers' "gelu_pytorch_tanh").
+/// @param gate    [n] fp32 (X_norm·W_gateᵀ)
+/// @param up      [n] fp32 (X_norm·W_upᵀ)
+/// @param out     [n] fp32 (may alias gate or up)
+/// @param n       number of elements (s · d_ff)
+/// @param stream  stream to run on
+void geglu(const float* gate, const float* up, float* out, size_t n,
+           cudaStream_t stream = nullptr);
+
+/// Gemma's RMSNorm of each row: y[r, :] = x[r, :] / sqrt(mean(x[r, :]²) + eps) ⊙ (1 + w), where w
+/// is the stored weight (Gemma stores the scale minus one).
+/// @param x       [rows, d] fp32
+/// @param w       [d] bf16 (input_layernorm, post_attention_layernorm, pre_feedforward_layernorm,
+///                post_feedforward_layernorm or model.norm)
+/// @param y       [rows, d] fp32 (may be x: the norm can run in place)
+/// @param rows    number of rows
+/// @param d       row length
+/// @param eps     inside the square root (`rms_norm_eps`, 1e-6 for Gemma 3)
+/// @param stream  stream to run on
+void rmsnorm_gemma(const float* x, const __nv_bfloat16* w, float* y, int rows, int d, float eps,
+                   cudaStream_t stream = nullptr);
+
+/// QK-norm, in place: rmsnorm_gemma of every head of every row of a flat [s, n_heads·head_dim]
+/// activation (s·n_heads rows of head_dim), all heads sharing the weight. Gemma applies it to Q
+/// and K after the projections and BEFORE RoPE.
+/// @param x         [s, n_heads·head_dim] fp32, normalised in place
+/// @param w         [head_dim] bf16 (`self_attn.q_norm.weight` or `self_attn.k_norm.weight`)
+/// @param s         number of rows (tokens)
+/// @param n_heads   h for Q, h_k for K
+/// @param head_dim  h_d
+/// @param eps       `rms_norm_eps`
+/// @param stream    stream to run on
+void qk_norm(float* x, const __nv_bfloat16* w, int s, int n_heads, int head_dim, float eps,
+             cudaStream_t stream = nullptr);
+
+/// Causal grouped-query attention with a score scale and an optional sliding window: query row p
+/// of head i (KV head g = ⌊i / (h/h_k)⌋) attends to keys max(0, p − window + 1) .. p with scores
+/// scale·q·k, or to 0 .. p when window is 0 (a global layer). Same layouts as attention().
+/// @param q           [s, n_heads·head_dim] fp32 (after QK-norm and RoPE)
+/// @param k           [s, n_kv_heads·head_dim] fp32 (after QK-norm and RoPE)
+/// @param v           [s, n_kv_heads·head_dim] fp32
+/// @param out         [s, n_heads·head_dim] fp32 (may not alias q, k or v)
+/// @param s           number of tokens (at most 12288: one row's scores live in shared memory)
+/// @param n_heads     h
+/// @param n_kv_heads  h_k (divides h)
+/// @param head_dim    h_d
+/// @param scale       factor of the scores (Gemma 3: query_pre_attn_scalar^(−1/2))
+/// @param window      keys a query sees, its own included (`sliding_window`); 0 for no window
+/// @param stream      stream to run on
+void sliding_window_attention(const float* q, const float* k, const float* v, float* out, int s,
+                              int n_heads, int n_kv_heads, int head_dim, float scale, int window,
+                              cudaStream_t stream = nullptr);
+
+/// x *= factor, element-wise, in place (Gemma's embeddings times sqrt(d)).
+/// @param x       [n] fp32
+/// @param factor  the factor
+/// @param n       number of elements (s · d)
+/// @param stream  stream to run on
+void scale(float* x, float factor, size_t n, cudaStream_t stream = nullptr);
+
+/// Bytes of dynamic shared memory one sliding_window_attention() block uses for s tokens.
+size_t sliding_window_attention_shared_bytes(int s);
+
 }  // namespace clockwork::kernels

@@ -18,12 +18,13 @@ class ConfigError : public std::runtime_error {
 };
 
 /// `rope_scaling` of Llama 3.1/3.2 checkpoints (`rope_type: "llama3"`); absent for Llama-3-8B.
-/// It rescales the RoPE inverse frequencies: wavelengths longer than
+/// Gemma 3 4B and larger use `rope_type: "linear"` on their global layers: every inverse
+/// frequency divided by `factor` (the other fields unused). The llama3 type rescales the RoPE inverse frequencies: wavelengths longer than
 /// original_max_position_embeddings / low_freq_factor are divided by `factor`, those shorter
 /// than original_max_position_embeddings / high_freq_factor are kept, and the band between is
 /// blended smoothly.
 struct RopeScaling {
-  std::string type;  ///< "llama3" is the only type the course supports
+  std::string type;  ///< "llama3" (Llama family) or "linear" (Gemma 3)
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 1.0;
@@ -32,8 +33,24 @@ struct RopeScaling {
   bool operator==(const RopeScaling&) const = default;
 };
 
-/// Shapes and constants of a Llama model, validated on load.
+/// The architecture a config.json describes (`model_type`).
+enum class ModelFamily {
+  llama,   ///< "llama" (or no model_type): Llama 3, 3.1, 3.2
+  gemma3,  ///< "gemma3_text", or "gemma3" with the text model under `text_config`
+};
+
+/// The attention of one Gemma 3 layer (`layer_types`). Llama layers are all global.
+enum class LayerType {
+  full_attention,     ///< global: every earlier position, RoPE base rope_theta (+ rope_scaling)
+  sliding_attention,  ///< local: the last `sliding_window` positions, RoPE base rope_local_theta
+};
+
+/// "llama" / "gemma3", for messages.
+const char* family_name(ModelFamily family);
+
+/// Shapes and constants of a Llama or Gemma 3 model, validated on load.
 struct ModelConfig {
+  ModelFamily family = ModelFamily::llama;  ///< from `model_type`
   int64_t hidden_size = 0;                  ///< d
   int64_t num_layers = 0;                   ///< L (`num_hidden_layers`)
   int64_t num_heads = 0;                    ///< h (`num_attention_heads`)
@@ -54,6 +71,32 @@ struct ModelConfig {
   std::vector<int64_t> eos_token_ids{128001, 128009};
   std::string torch_dtype = "bfloat16";  ///< `torch_dtype` (or the newer `dtype`); informational
 
+  // Gemma 3 only (left at these values for Llama, where they mean "not used").
+  /// Attention scores are multiplied by query_pre_attn_scalar^(-1/2) (Gemma 3: 256, so 1/16),
+  /// not by head_dim^(-1/2). 0 for Llama: the scale is head_dim^(-1/2).
+  double query_pre_attn_scalar = 0.0;
+  /// How many positions a local layer sees, its own included: position p attends to
+  /// max(0, p - sliding_window + 1) .. p. 0 for Llama (no local layers).
+  int64_t sliding_window = 0;
+  /// One entry per layer (Gemma 3: from `layer_types`, or from the older
+  /// `sliding_window_pattern` N, where layer i is global when (i + 1) % N == 0). Empty for
+  /// Llama: every layer is global.
+  std::vector<LayerType> layer_types;
+  /// RoPE base of the local layers (`rope_local_base_freq`, or rope_parameters.sliding_attention).
+  /// 0 for Llama.
+  double rope_local_theta = 0.0;
+
+  bool is_gemma3() const { return family == ModelFamily::gemma3; }
+  /// Whether `layer` is a local (sliding-window) layer; always false for Llama.
+  bool is_sliding(int64_t layer) const;
+  /// RoPE base of `layer`: rope_local_theta for a local layer, rope_theta otherwise.
+  double layer_rope_theta(int64_t layer) const;
+  /// rope_scaling applies to global layers only (Gemma 3 scales the long-range layers).
+  const std::optional<RopeScaling>& layer_rope_scaling(int64_t layer) const;
+  /// The factor the attention scores Q·Kᵀ are multiplied by: query_pre_attn_scalar^(-1/2) for
+  /// Gemma 3, head_dim^(-1/2) for Llama.
+  double attention_scale() const;
+
   /// Reads and validates `config.json`; throws clockwork::ConfigError naming the file and field.
   static ModelConfig from_file(const std::filesystem::path& config_json);
   /// Same, from the JSON text (`origin` names the source in error messages).
@@ -64,8 +107,9 @@ struct ModelConfig {
   /// Throws ConfigError whose message starts with `origin`. from_json_text() calls it.
   void validate(const std::string& origin) const;
 
-  /// The config as HuggingFace-style `config.json` text (LlamaForCausalLM), for writing synthetic
-  /// checkpoints; from_json_text(c.to_json(), ...) == c.
+  /// The config as HuggingFace-style `config.json` text (LlamaForCausalLM, or Gemma3ForCausalLM
+  /// with model_type gemma3_text), for writing synthetic checkpoints;
+  /// from_json_text(c.to_json(), ...) == c.
   std::string to_json() const;
 
   bool operator==(const ModelConfig&) const = default;

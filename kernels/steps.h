@@ -188,4 +188,40 @@ void decode_layer(const ModelConfig& config, const LayerWeights& w, const RopeTa
 void grow_page_table(std::vector<int32_t>& table, std::vector<int32_t>& free_pages, int new_length,
                      int page_size, int32_t* device_table);
 
+// ---- milestone 6 (extension): milestones/milestone6/gemma_layer.cpp --------------------------
+
+/// Device pointers to the weights of one Gemma 3 decoder layer (bf16, as stored). Every norm
+/// weight w scales by (1 + w).
+struct GemmaLayerWeights {
+  /// The projections, input_layernorm (before attention) and post_attention_layernorm, which in
+  /// Gemma normalises the attention's OUTPUT before the residual add (Llama's FFN-input norm is
+  /// pre_feedforward_layernorm here).
+  LayerWeights base;
+  const __nv_bfloat16* q_norm = nullptr;                      ///< [h_d] QK-norm of every query head
+  const __nv_bfloat16* k_norm = nullptr;                      ///< [h_d] QK-norm of every key head
+  const __nv_bfloat16* pre_feedforward_layernorm = nullptr;   ///< [d] before the FFN
+  const __nv_bfloat16* post_feedforward_layernorm = nullptr;  ///< [d] after the FFN
+};
+
+/// One Gemma 3 decoder layer in place on the residual stream x [s, d]:
+///   a = N(x; input) → q, k, v → QK-norm(q), QK-norm(k) → RoPE with the layer type's tables
+///   → attention (local layers: the last sliding_window keys; scale query_pre_attn_scalar^-1/2)
+///   → o_proj → x += N(·; post_attention) → f = N(x; pre_feedforward) → GeGLU FFN
+///   → x += N(·; post_feedforward)
+/// The scratch buffers are LayerBuffers (b.scores unused): afterwards b.q and b.k hold Q and K
+/// after QK-norm and RoPE, b.attn_out the normalised attention output (what was added to x),
+/// b.ffn_hidden GELU(gate) ⊙ up and b.ffn_out the normalised FFN output.
+/// @param config       Gemma 3 shapes, rms_norm_eps, layer types, window, score scale
+/// @param layer        the layer's index (its type: config.is_sliding(layer))
+/// @param w            this layer's weights
+/// @param local_rope   cos/sin tables of positions 0 .. s−1 with base rope_local_theta
+/// @param global_rope  the same with base rope_theta (and the global rope_scaling)
+/// @param x            [s, d] residual stream, updated in place
+/// @param b            scratch buffers (see above)
+/// @param s            number of tokens
+/// @param stream       stream to run on
+void gemma_decoder_layer(const ModelConfig& config, int layer, const GemmaLayerWeights& w,
+                         const RopeTablesView& local_rope, const RopeTablesView& global_rope,
+                         float* x, const LayerBuffers& b, int s, cudaStream_t stream = nullptr);
+
 }  // namespace clockwork

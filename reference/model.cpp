@@ -26,6 +26,12 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return out + "]";
 }
 
+bool captured(const ForwardOptions& options, int64_t layer) {
+  if (!options.capture) return false;
+  const auto& only = options.capture_layers;
+  return only.empty() || std::find(only.begin(), only.end(), layer) != only.end();
+}
+
 int64_t derived_head_dim(const ModelConfig& c) {
   return c.head_dim > 0 ? c.head_dim : (c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
 }
@@ -49,7 +55,15 @@ std::vector<WeightSpec> weight_specs(const ModelConfig& c) {
     add("self_attn.k_proj.weight", {c.num_kv_heads * hd, d});
     add("self_attn.v_proj.weight", {c.num_kv_heads * hd, d});
     add("self_attn.o_proj.weight", {d, c.num_heads * hd});
+    if (c.is_gemma3()) {
+      add("self_attn.q_norm.weight", {hd});
+      add("self_attn.k_norm.weight", {hd});
+    }
     add("post_attention_layernorm.weight", {d});
+    if (c.is_gemma3()) {
+      add("pre_feedforward_layernorm.weight", {d});
+      add("post_feedforward_layernorm.weight", {d});
+    }
     add("mlp.gate_proj.weight", {c.intermediate_size, d});
     add("mlp.up_proj.weight", {c.intermediate_size, d});
     add("mlp.down_proj.weight", {d, c.intermediate_size});
@@ -65,7 +79,9 @@ std::map<std::string, torch::Tensor> random_weights(const ModelConfig& config, u
   for (const WeightSpec& spec : weight_specs(config)) {
     torch::Tensor t = torch::randn(spec.shape, gen, torch::kFloat);
     if (spec.shape.size() == 1) {
-      t = 1.0 + 0.1 * t;  // norm weights: near 1 but not 1, so a missing γ shows
+      // Norm weights: a scale near 1 but not 1, so a missing γ shows. Gemma stores the scale
+      // minus 1.
+      t = (config.is_gemma3() ? 0.0 : 1.0) + 0.1 * t;
     } else if (spec.name != "model.embed_tokens.weight") {
       t = t / std::sqrt(static_cast<double>(spec.shape[1]));  // keeps x·wᵀ at the scale of x
     }
@@ -145,6 +161,7 @@ ForwardResult Model::forward(const std::vector<int64_t>& ids, const ForwardOptio
 ForwardResult Model::forward(const torch::Tensor& ids, const ForwardOptions& options) const {
   require(ids.dim() == 1 && ids.size(0) >= 1,
           "forward: ids must be [s] with s >= 1, got " + shape_str(ids));
+  if (config_.is_gemma3()) return forward_gemma3(ids, options);
   const ModelConfig& c = config_;
   const int64_t d = c.hidden_size;
   const int64_t h = c.num_heads;
@@ -201,6 +218,82 @@ ForwardResult Model::forward(const torch::Tensor& ids, const ForwardOptions& opt
   // Output: only the last position is normed and projected (a GEMV, not a GEMM).
   r.final_norm_last =
       ref::rms_norm(ref::last_row(x), weight("model.norm.weight", {d}), c.rms_norm_eps);
+  const torch::Tensor lm_w =
+      c.tie_word_embeddings ? embed : weight("lm_head.weight", {c.vocab_size, d});
+  r.logits = ref::lm_head(r.final_norm_last, lm_w);
+  r.next_token = ref::argmax(r.logits);
+  return r;
+}
+
+ForwardResult Model::forward_gemma3(const torch::Tensor& ids, const ForwardOptions& options) const {
+  const ModelConfig& c = config_;
+  const int64_t d = c.hidden_size;
+  const int64_t h = c.num_heads;
+  const int64_t hk = c.num_kv_heads;
+  const int64_t hd = head_dim_;
+  const int64_t s = ids.size(0);
+  const double eps = c.rms_norm_eps;
+
+  ForwardResult r;
+  const torch::Tensor embed = weight("model.embed_tokens.weight", {c.vocab_size, d});
+  torch::Tensor x =
+      ref::embedding(ids, embed) * ref::embedding_scale(d, embed.scalar_type());  // [s, d]
+  r.embeddings = x;
+  // Two tables: local layers rotate with rope_local_theta, global ones with rope_theta (and the
+  // global layers' rope_scaling).
+  const RopeTables global_rope = ref::rope_tables(s, hd, c.rope_theta, c.rope_scaling);
+  const RopeTables local_rope = ref::rope_tables(s, hd, c.rope_local_theta);
+
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    auto w = [&](const std::string& suffix, std::vector<int64_t> shape) {
+      return weight(layer_weight_name(i, suffix), shape);
+    };
+    const bool local = c.is_sliding(i);
+    const RopeTables& rope = local ? local_rope : global_rope;
+    const AttentionOptions attention{c.attention_scale(), local ? c.sliding_window : 0};
+
+    // Attention block: QK-norm before RoPE, a norm after the output projection too.
+    const torch::Tensor attn_norm = ref::rms_norm_gemma(x, w("input_layernorm.weight", {d}), eps);
+    const torch::Tensor q_proj = ref::linear(attn_norm, w("self_attn.q_proj.weight", {h * hd, d}));
+    const torch::Tensor k_proj = ref::linear(attn_norm, w("self_attn.k_proj.weight", {hk * hd, d}));
+    const torch::Tensor v = ref::linear(attn_norm, w("self_attn.v_proj.weight", {hk * hd, d}));
+    const torch::Tensor q_normed =
+        ref::head_rms_norm(q_proj, w("self_attn.q_norm.weight", {hd}), eps, h);
+    const torch::Tensor k_normed =
+        ref::head_rms_norm(k_proj, w("self_attn.k_norm.weight", {hd}), eps, hk);
+    const torch::Tensor q = ref::apply_rope(q_normed, rope, h);
+    const torch::Tensor k = ref::apply_rope(k_normed, rope, hk);
+    const torch::Tensor attn = ref::windowed_gqa_attention(q, k, v, h, hk, attention);
+    const torch::Tensor attn_out = ref::linear(attn, w("self_attn.o_proj.weight", {d, h * hd}));
+    const torch::Tensor attn_post_norm =
+        ref::rms_norm_gemma(attn_out, w("post_attention_layernorm.weight", {d}), eps);
+    const torch::Tensor attn_residual = ref::residual_add(x, attn_post_norm);
+
+    // FFN block: GeGLU between a pre- and a post-norm.
+    const int64_t ff = c.intermediate_size;
+    const torch::Tensor ffn_norm =
+        ref::rms_norm_gemma(attn_residual, w("pre_feedforward_layernorm.weight", {d}), eps);
+    const torch::Tensor ffn_hidden =
+        ref::geglu(ref::linear(ffn_norm, w("mlp.gate_proj.weight", {ff, d})),
+                   ref::linear(ffn_norm, w("mlp.up_proj.weight", {ff, d})));
+    const torch::Tensor ffn_out = ref::linear(ffn_hidden, w("mlp.down_proj.weight", {d, ff}));
+    const torch::Tensor ffn_post_norm =
+        ref::rms_norm_gemma(ffn_out, w("post_feedforward_layernorm.weight", {d}), eps);
+    x = ref::residual_add(attn_residual, ffn_post_norm);
+    r.hidden.push_back(x);
+
+    if (captured(options, i)) {
+      LayerCapture cap{i, attn_norm, q_proj, k_proj, q, k, v, attn, attn_out,
+                       attn_residual, ffn_norm, ffn_hidden, ffn_out};
+      cap.q_normed = q_normed;
+      cap.k_normed = k_normed;
+      cap.attn_post_norm = attn_post_norm;
+      cap.ffn_post_norm = ffn_post_norm;
+      r.layers.push_back(std::move(cap));
+    }
+  }
+
+  r.final_norm_last = ref::rms_norm_gemma(ref::last_row(x), weight("model.norm.weight", {d}), eps);
   const torch::Tensor lm_w =
       c.tie_word_embeddings ? embed : weight("lm_head.weight", {c.vocab_size, d});
   r.logits = ref::lm_head(r.final_norm_last, lm_w);

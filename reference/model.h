@@ -1,4 +1,4 @@
-// The reference Llama forward pass, chained from the operators in ops.h exactly in the course's
+// The reference Llama and Gemma 3 forward passes. Llama is chained from the operators in ops.h exactly in the course's
 // block order:
 //   x = embed(ids)
 //   per layer:  a = RMSNorm(x; input_layernorm) -> q,k,v = a·W_{q,k,v}ᵀ -> RoPE(q), RoPE(k)
@@ -6,6 +6,18 @@
 //               -> f = RMSNorm(x; post_attention_layernorm) -> x += (silu(f·W_gateᵀ) ⊙
 //               f·W_upᵀ)·W_downᵀ
 //   out: RMSNorm(last row of x; model.norm) -> logits = x_last·W_lmᵀ -> next id = argmax.
+//
+// Gemma 3 (config.family == gemma3) differs in these places, every RMSNorm scaling by (1 + w):
+//   x = embed(ids) · sqrt(d)            (the factor rounded to the table's dtype)
+//   per layer:  a = RMSNorm(x; input_layernorm) -> q,k,v = a·W_{q,k,v}ᵀ
+//               -> q = RMSNorm_per_head(q; q_norm), k = RMSNorm_per_head(k; k_norm)   (QK-norm)
+//               -> RoPE(q), RoPE(k) with the layer's base (local: rope_local_theta)
+//               -> o = causal GQA attention, scores · query_pre_attn_scalar^(-1/2), local layers
+//                  seeing the last sliding_window positions only
+//               -> x += RMSNorm(o·W_oᵀ; post_attention_layernorm)
+//               -> f = RMSNorm(x; pre_feedforward_layernorm)
+//               -> x += RMSNorm((gelu_tanh(f·W_gateᵀ) ⊙ f·W_upᵀ)·W_downᵀ; post_feedforward_layernorm)
+//   out: as Llama, lm_head tied to the embeddings (not scaled).
 //
 // Precision policy: weights stay in the checkpoint's dtype (bf16 for Llama-3) wherever the lookup
 // keeps them, and each weight is widened to fp32 only while its own op runs, so an 8B model needs
@@ -46,12 +58,13 @@ struct WeightSpec {
 };
 
 /// Every tensor a checkpoint of this configuration holds, in checkpoint order (lm_head.weight only
-/// when the embeddings are not tied).
+/// when the embeddings are not tied; Gemma 3 adds q_norm and k_norm [h_d] and the
+/// pre_feedforward_layernorm and post_feedforward_layernorm [d] of every layer).
 std::vector<WeightSpec> weight_specs(const ModelConfig& config);
 
 /// Random bf16 weights for every name in weight_specs(config), seeded, scaled so that activations
-/// stay O(1) through the layers: projections N(0, 1/in_features), norms 1 + N(0, 0.1²),
-/// embeddings N(0, 1). For tests of small models.
+/// stay O(1) through the layers: projections N(0, 1/in_features), norms 1 + N(0, 0.1²) (Gemma 3,
+/// whose norms scale by 1 + w: N(0, 0.1²)), embeddings N(0, 1). For tests of small models.
 std::map<std::string, torch::Tensor> random_weights(const ModelConfig& config, uint64_t seed);
 
 /// A lookup over a name -> tensor map (undefined tensor for a missing name).
@@ -91,6 +104,13 @@ struct LayerCapture {
   torch::Tensor ffn_norm;       // [s, d]        RMSNorm(attn_residual; post_attention_layernorm)
   torch::Tensor ffn_hidden;     // [s, d_ff]     silu(gate) ⊙ up
   torch::Tensor ffn_out;        // [s, d]        ffn_hidden · W_downᵀ (before the residual add)
+  // Gemma 3 only (undefined for Llama). There attn_residual = x + attn_post_norm, ffn_norm is
+  // RMSNorm(attn_residual; pre_feedforward_layernorm), ffn_hidden is gelu_tanh(gate) ⊙ up and the
+  // layer's output is attn_residual + ffn_post_norm.
+  torch::Tensor q_normed;        // [s, h*h_d]    QK-norm of q_proj, before RoPE
+  torch::Tensor k_normed;        // [s, h_k*h_d]  QK-norm of k_proj, before RoPE
+  torch::Tensor attn_post_norm;  // [s, d]        RMSNorm(attn_out; post_attention_layernorm)
+  torch::Tensor ffn_post_norm;   // [s, d]        RMSNorm(ffn_out; post_feedforward_layernorm)
 };
 
 /// Result of one full forward pass over s tokens.
@@ -109,7 +129,7 @@ struct GenerateResult {
   std::vector<torch::Tensor> logits;  // [V] per step: the logits each token was chosen from
 };
 
-/// A Llama model over a weight lookup. Shapes are checked on every use against the config; a
+/// A Llama or Gemma 3 model (config.family) over a weight lookup. Shapes are checked on every use against the config; a
 /// missing or misshapen weight throws std::invalid_argument with the name, Expected and Actual.
 class Model {
  public:
@@ -131,6 +151,8 @@ class Model {
   torch::Tensor weight(const std::string& name, const std::vector<int64_t>& shape) const;
 
  private:
+  ForwardResult forward_gemma3(const torch::Tensor& ids, const ForwardOptions& options) const;
+
   ModelConfig config_;
   WeightLookup weights_;
   int64_t head_dim_ = 0;

@@ -100,10 +100,13 @@ torch::Tensor rope_inv_freq(int64_t head_dim, double theta,
   for (int64_t i = 0; i < half; ++i) {
     inv[i] = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
   }
-  if (scaling) {
+  if (scaling && scaling->type == "linear") {
+    require(scaling->factor > 0, "rope_inv_freq: linear rope_scaling needs factor > 0");
+    for (double& f : inv) f /= scaling->factor;
+  } else if (scaling) {
     const RopeScaling& sc = *scaling;
     require(sc.type == "llama3" || sc.type.empty(),
-            "rope_inv_freq: unsupported rope_scaling type '" + sc.type + "' (only llama3)");
+            "rope_inv_freq: unsupported rope_scaling type '" + sc.type + "' (llama3 or linear)");
     require(sc.factor > 0 && sc.original_max_position_embeddings > 0 && sc.low_freq_factor > 0 &&
                 sc.high_freq_factor > sc.low_freq_factor,
             "rope_inv_freq: llama3 rope_scaling needs factor > 0, original_max_position_embeddings"
@@ -194,9 +197,9 @@ torch::Tensor softmax_rows(const torch::Tensor& x) {
   return e / e.sum(-1, /*keepdim=*/true);
 }
 
-AttentionDetail causal_gqa_attention_detail(const torch::Tensor& q, const torch::Tensor& k,
-                                            const torch::Tensor& v, int64_t n_heads,
-                                            int64_t n_kv_heads) {
+AttentionDetail windowed_gqa_attention_detail(const torch::Tensor& q, const torch::Tensor& k,
+                                              const torch::Tensor& v, int64_t n_heads,
+                                              int64_t n_kv_heads, const AttentionOptions& options) {
   detail::check_attention_shapes("causal_gqa_attention", q, k, v, n_heads, n_kv_heads);
   const int64_t s_q = q.size(0);
   const int64_t s_k = k.size(0);
@@ -213,22 +216,40 @@ AttentionDetail causal_gqa_attention_detail(const torch::Tensor& q, const torch:
   const torch::Tensor kg = kh.index_select(0, g);  // [h, s_k, h_d]
   const torch::Tensor vg = vh.index_select(0, g);  // [h, s_k, h_d]
 
-  torch::Tensor scores = torch::matmul(qh, kg.transpose(1, 2)) /
-                         std::sqrt(static_cast<double>(head_dim));  // [h, s_q, s_k]
+  require(options.scale >= 0 && options.window >= 0,
+          "causal_gqa_attention: scale and window must not be negative");
+  const double scale =
+      options.scale > 0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
+  torch::Tensor scores = torch::matmul(qh, kg.transpose(1, 2)) * scale;  // [h, s_q, s_k]
   // Row r sits at position s_k − s_q + r and may look at columns up to that position only.
-  const torch::Tensor future =
-      torch::ones({s_q, s_k}, torch::TensorOptions().dtype(torch::kBool).device(q.device()))
-          .triu(s_k - s_q + 1);
-  scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
+  const auto bools = torch::TensorOptions().dtype(torch::kBool).device(q.device());
+  torch::Tensor hidden = torch::ones({s_q, s_k}, bools).triu(s_k - s_q + 1);
+  if (options.window > 0) {
+    // ... and, in a window of w, not at columns w or more behind it.
+    hidden = hidden | torch::ones({s_q, s_k}, bools).tril(s_k - s_q - options.window);
+  }
+  scores = scores.masked_fill(hidden, -std::numeric_limits<float>::infinity());
 
   const torch::Tensor probs = ref::softmax_rows(scores);                // [h, s_q, s_k]
   const torch::Tensor out = ref::from_heads(torch::matmul(probs, vg));  // [s_q, h*h_d]
   return AttentionDetail{scores, probs, out};
 }
 
+torch::Tensor windowed_gqa_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                     const torch::Tensor& v, int64_t n_heads, int64_t n_kv_heads,
+                                     const AttentionOptions& options) {
+  return ref::windowed_gqa_attention_detail(q, k, v, n_heads, n_kv_heads, options).out;
+}
+
+AttentionDetail causal_gqa_attention_detail(const torch::Tensor& q, const torch::Tensor& k,
+                                            const torch::Tensor& v, int64_t n_heads,
+                                            int64_t n_kv_heads) {
+  return ref::windowed_gqa_attention_detail(q, k, v, n_heads, n_kv_heads, AttentionOptions{});
+}
+
 torch::Tensor causal_gqa_attention(const torch::Tensor& q, const torch::Tensor& k,
                                    const torch::Tensor& v, int64_t n_heads, int64_t n_kv_heads) {
-  return ref::causal_gqa_attention_detail(q, k, v, n_heads, n_kv_heads).out;
+  return ref::windowed_gqa_attention_detail(q, k, v, n_heads, n_kv_heads, AttentionOptions{}).out;
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -359,6 +380,46 @@ TopK top_k(const torch::Tensor& logits, int64_t k) {
     result.values.push_back(p[order[i]]);
   }
   return result;
+}
+
+// ----------------------------------------------------------------------------------------------
+// Gemma 3
+// ----------------------------------------------------------------------------------------------
+
+torch::Tensor rms_norm_gemma(const torch::Tensor& x, const torch::Tensor& w, double eps) {
+  require(x.dim() >= 1 && w.dim() == 1 && x.size(-1) == w.size(0),
+          "rms_norm_gemma: expected x [s, d] and w [d], got x " + shape_str(x) + " and w " +
+              shape_str(w));
+  const torch::Tensor xf = f32(x);
+  const torch::Tensor mean_sq = xf.pow(2).mean(-1, /*keepdim=*/true);
+  return xf * torch::rsqrt(mean_sq + eps) * (1.0 + f32(w).to(xf.device()));
+}
+
+torch::Tensor head_rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps,
+                            int64_t n_heads) {
+  require(x.dim() == 2 && n_heads > 0 && x.size(1) % n_heads == 0 && w.dim() == 1 &&
+              w.size(0) == x.size(1) / n_heads,
+          "head_rms_norm: expected x [s, n_heads*h_d] with n_heads = " + std::to_string(n_heads) +
+              " and w [h_d], got x " + shape_str(x) + " and w " + shape_str(w));
+  const int64_t s = x.size(0);
+  return ref::rms_norm_gemma(x.reshape({s, n_heads, w.size(0)}), w, eps).reshape(x.sizes());
+}
+
+torch::Tensor gelu_tanh(const torch::Tensor& z) {
+  return torch::gelu(f32(z), "tanh");
+}
+
+torch::Tensor geglu(const torch::Tensor& gate, const torch::Tensor& up) {
+  require(gate.sizes() == up.sizes(), "geglu: gate and up must have the same shape, got " +
+                                          shape_str(gate) + " and " + shape_str(up));
+  return ref::gelu_tanh(gate) * f32(up);
+}
+
+double embedding_scale(int64_t hidden_size, torch::ScalarType table_dtype) {
+  require(hidden_size > 0, "embedding_scale: hidden_size must be positive");
+  const torch::Tensor scale =
+      torch::tensor(std::sqrt(static_cast<double>(hidden_size)), torch::kDouble);
+  return scale.to(table_dtype).to(torch::kDouble).item<double>();
 }
 
 }  // namespace clockwork::ref

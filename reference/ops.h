@@ -57,7 +57,8 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& gamma, doubl
 // ---------------------------------------------------------------------------------------------
 
 /// RoPE inverse frequencies θ_i = theta^(−2i/h_d), i in [0, h_d/2), in float64, then, when
-/// `scaling` is given (type "llama3"), rescaled as Llama 3.1 does:
+/// `scaling` is given, rescaled. Type "linear" (Gemma 3's global layers): θ_i / factor.
+/// Type "llama3", as Llama 3.1 does:
 ///   wavelen = 2π/θ_i; low = original/low_freq_factor; high = original/high_freq_factor;
 ///   wavelen > low            -> θ_i / factor         (long wavelengths: slowed down)
 ///   wavelen < high           -> θ_i                  (short wavelengths: unchanged)
@@ -104,6 +105,15 @@ torch::Tensor from_heads(const torch::Tensor& x);
 /// The KV head used by query head i: ⌊i / (h/h_k)⌋ (groups of h/h_k consecutive query heads).
 int64_t kv_head_for(int64_t query_head, int64_t n_heads, int64_t n_kv_heads);
 
+/// What differs between the attention of Llama and Gemma 3 layers.
+struct AttentionOptions {
+  /// Factor of the scores Q·Kᵀ; 0 means 1/sqrt(h_d) (Llama). Gemma 3: query_pre_attn_scalar^(-1/2).
+  double scale = 0.0;
+  /// 0: every earlier position (global). w > 0: a query at position p sees positions
+  /// p − w + 1 .. p only, w keys including its own (a Gemma 3 local layer).
+  int64_t window = 0;
+};
+
 /// Numerically stable softmax of every row (last dimension): subtract the row max, exponentiate,
 /// divide by the sum. −inf entries give 0. Each row needs at least one finite entry.
 ///   x [..., n] -> [..., n].
@@ -129,6 +139,15 @@ torch::Tensor causal_gqa_attention(const torch::Tensor& q, const torch::Tensor& 
 AttentionDetail causal_gqa_attention_detail(const torch::Tensor& q, const torch::Tensor& k,
                                             const torch::Tensor& v, int64_t n_heads,
                                             int64_t n_kv_heads);
+
+/// Causal attention with a scale and an optional sliding window (options above); with the default
+/// options it is exactly causal_gqa_attention.
+AttentionDetail windowed_gqa_attention_detail(const torch::Tensor& q, const torch::Tensor& k,
+                                              const torch::Tensor& v, int64_t n_heads,
+                                              int64_t n_kv_heads, const AttentionOptions& options);
+torch::Tensor windowed_gqa_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                     const torch::Tensor& v, int64_t n_heads, int64_t n_kv_heads,
+                                     const AttentionOptions& options);
 
 // ---------------------------------------------------------------------------------------------
 // Milestone 4: attention states (decode attention with a KV cache, split-KV)
@@ -182,5 +201,30 @@ struct TopK {
   std::vector<float> values;
 };
 TopK top_k(const torch::Tensor& logits, int64_t k);
+
+// ---------------------------------------------------------------------------------------------
+// Milestone 6: Gemma 3
+// ---------------------------------------------------------------------------------------------
+
+/// Gemma's RMSNorm: per row y = x / sqrt(mean(x²) + eps) ⊙ (1 + w). The checkpoint stores w, the
+/// offset from 1 (a freshly initialised norm has w = 0); 1 + w is formed in fp32.
+///   x [..., d], w [d] -> [..., d].
+torch::Tensor rms_norm_gemma(const torch::Tensor& x, const torch::Tensor& w, double eps);
+
+/// QK-norm: rms_norm_gemma applied to every head of every row separately, all heads sharing the
+/// one weight of h_d values.  x [s, n_heads*h_d], w [h_d] -> [s, n_heads*h_d].
+torch::Tensor head_rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps,
+                            int64_t n_heads);
+
+/// GELU with the tanh approximation (transformers' "gelu_pytorch_tanh"), elementwise:
+///   0.5·z·(1 + tanh(sqrt(2/π)·(z + 0.044715·z³))).
+torch::Tensor gelu_tanh(const torch::Tensor& z);
+
+/// GeGLU: gelu_tanh(gate) ⊙ up.  gate [s, d_ff], up [s, d_ff] -> [s, d_ff].
+torch::Tensor geglu(const torch::Tensor& gate, const torch::Tensor& up);
+
+/// The factor Gemma multiplies its embeddings by: sqrt(d) rounded to the embedding table's dtype,
+/// as transformers does (bf16 for the real checkpoints: sqrt(1152) = 33.94 becomes 34).
+double embedding_scale(int64_t hidden_size, torch::ScalarType table_dtype);
 
 }  // namespace clockwork::ref

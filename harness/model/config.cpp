@@ -65,6 +65,11 @@ class FieldReader {
   double required_number(const std::string& field) const {
     return to_number(field, require(field, "a number"));
   }
+  std::optional<double> optional_number(const std::string& field) const {
+    const json* v = find(field);
+    if (v == nullptr) return std::nullopt;
+    return to_number(field, *v);
+  }
   std::optional<int64_t> optional_int(const std::string& field) const {
     const json* v = find(field);
     if (v == nullptr) return std::nullopt;
@@ -127,6 +132,211 @@ void require_at_most(const std::string& origin, const char* field, int64_t value
   }
 }
 
+
+// A rope_scaling object (or a rope_parameters entry that declares a scaling type); `supported` is
+// the one type the family uses ("llama3" for Llama, "linear" for Gemma 3).
+RopeScaling read_rope_scaling(const json& rs, const FieldReader& parent, const std::string& origin,
+                              const std::string& rs_name, const std::string& supported) {
+  if (!rs.is_object()) {
+    parent.fail(rs_name, "is " + describe_value(rs) + ", expected null or an object");
+  }
+  const FieldReader s(rs, origin, rs_name + ".");
+  // Newer configs say "rope_type", older ones "type".
+  auto rope_type = s.optional_string("rope_type");
+  auto legacy_type = s.optional_string("type");
+  if (rope_type && legacy_type && *rope_type != *legacy_type) {
+    s.fail("rope_type",
+           "is '" + *rope_type + "' but 'type' is '" + *legacy_type + "'; they must agree");
+  }
+  if (!rope_type && !legacy_type) s.fail("rope_type", "is missing (expected \"" + supported + "\")");
+  RopeScaling scaling;
+  scaling.type = rope_type ? *rope_type : *legacy_type;
+  if (scaling.type != supported) {
+    s.fail(rope_type ? "rope_type" : "type", "is '" + scaling.type + "'; only \"" + supported +
+                                                 "\" rope scaling is supported for this model");
+  }
+  scaling.factor = s.required_number("factor");
+  if (supported == "llama3") {
+    scaling.low_freq_factor = s.required_number("low_freq_factor");
+    scaling.high_freq_factor = s.required_number("high_freq_factor");
+    scaling.original_max_position_embeddings = s.required_int("original_max_position_embeddings");
+  }
+  return scaling;
+}
+
+
+// `eos_token_id`: an integer or a non-empty list of integers.
+std::vector<int64_t> read_token_ids(const FieldReader& r, const std::string& field, const json& v) {
+  std::vector<int64_t> ids;
+  if (v.is_array()) {
+    if (v.empty()) r.fail(field, "is an empty list, expected at least one token id");
+    for (const json& id : v) ids.push_back(r.to_int(field, id));
+  } else if (v.is_number_integer()) {
+    ids.push_back(r.to_int(field, v));
+  } else {
+    r.fail(field, "is " + describe_value(v) + ", expected an integer or a list of integers");
+  }
+  return ids;
+}
+
+// Gemma 3's config.json. The text model's settings are at the top level (model_type
+// "gemma3_text", Gemma3ForCausalLM: the 1B) or under "text_config" (model_type "gemma3", the
+// multimodal 4B/12B/27B). Absent fields take transformers' Gemma3TextConfig defaults, as
+// transformers itself does: the multimodal checkpoints leave most of them out (the 4B's text_config
+// names only hidden_size, intermediate_size, num_hidden_layers, rope_scaling and sliding_window).
+ModelConfig read_gemma3(const json& top, const std::string& origin) {
+  const FieldReader outer(top, origin, "");
+  const json* text = &top;
+  std::string prefix;
+  if (outer.optional_string("model_type") == "gemma3") {
+    const json& tc = outer.require("text_config", "an object with the text model's settings");
+    if (!tc.is_object()) outer.fail("text_config", "is " + describe_value(tc) + ", expected an object");
+    text = &tc;
+    prefix = "text_config.";
+  }
+  const FieldReader r(*text, origin, prefix);
+  auto int_or = [&](const char* field, int64_t fallback) {
+    return r.optional_int(field).value_or(fallback);
+  };
+  auto number_or = [&](const FieldReader& reader, const char* field, double fallback) {
+    return reader.optional_number(field).value_or(fallback);
+  };
+
+  ModelConfig c;
+  c.family = ModelFamily::gemma3;
+  c.hidden_size = int_or("hidden_size", 2304);
+  c.num_layers = int_or("num_hidden_layers", 26);
+  c.num_heads = int_or("num_attention_heads", 8);
+  c.num_kv_heads = int_or("num_key_value_heads", 4);
+  c.head_dim = int_or("head_dim", 256);
+  c.intermediate_size = int_or("intermediate_size", 9216);
+  c.vocab_size = int_or("vocab_size", 262208);
+  c.max_position_embeddings = int_or("max_position_embeddings", 131072);
+  c.rms_norm_eps = number_or(r, "rms_norm_eps", 1e-6);
+  c.query_pre_attn_scalar = number_or(r, "query_pre_attn_scalar", 256.0);
+  c.sliding_window = int_or("sliding_window", 4096);
+  c.tie_word_embeddings = r.optional_bool("tie_word_embeddings", true);
+
+  // What the course's Gemma computes and nothing else: say so rather than compute something else.
+  const char* activation_key = r.find("hidden_activation") ? "hidden_activation" : "hidden_act";
+  const std::string activation = r.optional_string(activation_key).value_or("gelu_pytorch_tanh");
+  if (activation != "gelu_pytorch_tanh") {
+    r.fail(activation_key, "is '" + activation +
+                               "'; Gemma 3 uses GELU with the tanh approximation, "
+                               "\"gelu_pytorch_tanh\", the only activation supported here");
+  }
+  for (const char* softcap : {"final_logit_softcapping", "attn_logit_softcapping"}) {
+    if (const json* v = r.find(softcap)) {
+      r.fail(softcap, "is " + describe_value(*v) +
+                          "; logit soft-capping (a Gemma 2 feature, null in Gemma 3) is not "
+                          "supported");
+    }
+  }
+  if (r.optional_bool("use_bidirectional_attention", false)) {
+    r.fail("use_bidirectional_attention", "is true; only causal attention is supported");
+  }
+  if (r.optional_bool("attention_bias", false)) {
+    r.fail("attention_bias", "is true; the projections here have no bias terms");
+  }
+
+  require_positive(origin, "num_hidden_layers", c.num_layers);
+  require_at_most(origin, "num_hidden_layers", c.num_layers, kMaxLayers,
+                  "far larger than any Gemma model; the file is corrupt");
+  if (const json* types = r.find("layer_types")) {
+    if (!types->is_array()) r.fail("layer_types", "is " + describe_value(*types) + ", expected a list");
+    if (static_cast<int64_t>(types->size()) != c.num_layers) {
+      r.fail("layer_types", "has " + std::to_string(types->size()) +
+                                " entries but num_hidden_layers is " + std::to_string(c.num_layers));
+    }
+    for (size_t i = 0; i < types->size(); ++i) {
+      const json& t = (*types)[i];
+      const std::string name = t.is_string() ? t.get<std::string>() : "";
+      if (name == "sliding_attention") {
+        c.layer_types.push_back(LayerType::sliding_attention);
+      } else if (name == "full_attention") {
+        c.layer_types.push_back(LayerType::full_attention);
+      } else {
+        r.fail("layer_types[" + std::to_string(i) + "]",
+               "is " + describe_value(t) +
+                   ", expected \"sliding_attention\" or \"full_attention\"");
+      }
+    }
+  } else {
+    // The older form: every pattern-th layer is global, counting from 1 (layers 5, 11, ... of 6).
+    const int64_t pattern = int_or("sliding_window_pattern", 6);
+    if (pattern <= 0) {
+      r.fail("sliding_window_pattern", "is " + std::to_string(pattern) + ", expected a positive integer");
+    }
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      c.layer_types.push_back((i + 1) % pattern == 0 ? LayerType::full_attention
+                                                     : LayerType::sliding_attention);
+    }
+  }
+
+  // RoPE: transformers 5 writes one entry per layer type under "rope_parameters"; older configs
+  // write rope_theta (global), rope_local_base_freq (local) and rope_scaling (global only).
+  const json* rope_parameters = r.find("rope_theta") ? nullptr : r.find("rope_parameters");
+  if (rope_parameters) {
+    if (!rope_parameters->is_object()) {
+      r.fail("rope_parameters", "is " + describe_value(*rope_parameters) + ", expected an object");
+    }
+    const FieldReader rp(*rope_parameters, origin, prefix + "rope_parameters.");
+    auto entry = [&](const char* layer_type, double default_theta, double& theta,
+                     std::optional<RopeScaling>* scaling) {
+      const json* e = rp.find(layer_type);
+      if (e == nullptr) {
+        theta = default_theta;
+        return;
+      }
+      if (!e->is_object()) rp.fail(layer_type, "is " + describe_value(*e) + ", expected an object");
+      const std::string name = prefix + "rope_parameters." + layer_type;
+      const FieldReader er(*e, origin, name + ".");
+      theta = number_or(er, "rope_theta", default_theta);
+      const std::string type = er.optional_string("rope_type").value_or("default");
+      if (type == "default") return;
+      if (scaling == nullptr) {
+        er.fail("rope_type", "is '" + type + "'; only the global (full_attention) layers may scale RoPE");
+      }
+      *scaling = read_rope_scaling(*e, rp, origin, name, "linear");
+    };
+    entry("full_attention", 1e6, c.rope_theta, &c.rope_scaling);
+    entry("sliding_attention", 1e4, c.rope_local_theta, nullptr);
+  } else {
+    c.rope_theta = number_or(r, "rope_theta", 1e6);
+    c.rope_local_theta = number_or(r, "rope_local_base_freq", 1e4);
+    if (const json* rs = r.find("rope_scaling")) {
+      c.rope_scaling = read_rope_scaling(*rs, r, origin, prefix + "rope_scaling", "linear");
+    }
+  }
+
+  // Token ids and the dtype sit in text_config or, in the multimodal configs, at the top level.
+  auto either = [&](const char* field) -> std::pair<const FieldReader*, const json*> {
+    if (const json* v = r.find(field)) return {&r, v};
+    if (text != &top) {
+      if (const json* v = outer.find(field)) return {&outer, v};
+    }
+    return {nullptr, nullptr};
+  };
+  if (auto [reader, v] = either("bos_token_id"); v) {
+    c.bos_token_id = reader->to_int("bos_token_id", *v);
+  } else {
+    c.bos_token_id = 2;
+  }
+  if (auto [reader, v] = either("eos_token_id"); v) {
+    c.eos_token_ids = read_token_ids(*reader, "eos_token_id", *v);
+  } else {
+    c.eos_token_ids = {1};
+  }
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    if (auto [reader, v] = either(key); v) {
+      if (!v->is_string()) reader->fail(key, "is " + describe_value(*v) + ", expected a string");
+      c.torch_dtype = v->get<std::string>();
+      break;
+    }
+  }
+  return c;
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::from_file(const std::filesystem::path& config_json) {
@@ -151,6 +361,18 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
                             ", expected an object of model settings");
   }
   const FieldReader r(j, origin, "");
+
+  const std::string model_type = r.optional_string("model_type").value_or("llama");
+  if (model_type == "gemma3" || model_type == "gemma3_text") {
+    ModelConfig c = read_gemma3(j, origin);
+    c.validate(origin);
+    return c;
+  }
+  if (model_type.rfind("gemma", 0) == 0) {
+    r.fail("model_type", "is '" + model_type +
+                             "'; of the Gemma models only Gemma 3 (\"gemma3_text\", or \"gemma3\" "
+                             "with a text_config) is supported");
+  }
 
   ModelConfig c;
   c.hidden_size = r.required_int("hidden_size");
@@ -197,44 +419,10 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
   // In "rope_parameters", rope_type "default" (or none) means plain RoPE without scaling.
   const json* declared = rope_parameters ? FieldReader(*rs, origin, "").find("rope_type") : nullptr;
   const bool plain = rope_parameters && (!declared || (declared->is_string() && declared->get<std::string>() == "default"));
-  if (rs && !plain) {
-    if (!rs->is_object()) {
-      r.fail(rs_name, "is " + describe_value(*rs) + ", expected null or an object");
-    }
-    const FieldReader s(*rs, origin, rs_name + ".");
-    // Newer configs say "rope_type", older ones "type".
-    auto rope_type = s.optional_string("rope_type");
-    auto legacy_type = s.optional_string("type");
-    if (rope_type && legacy_type && *rope_type != *legacy_type) {
-      s.fail("rope_type",
-             "is '" + *rope_type + "' but 'type' is '" + *legacy_type + "'; they must agree");
-    }
-    if (!rope_type && !legacy_type) s.fail("rope_type", "is missing (expected \"llama3\")");
-    RopeScaling scaling;
-    scaling.type = rope_type ? *rope_type : *legacy_type;
-    if (scaling.type != "llama3") {
-      s.fail(rope_type ? "rope_type" : "type",
-             "is '" + scaling.type + "'; only \"llama3\" rope scaling is supported");
-    }
-    scaling.factor = s.required_number("factor");
-    scaling.low_freq_factor = s.required_number("low_freq_factor");
-    scaling.high_freq_factor = s.required_number("high_freq_factor");
-    scaling.original_max_position_embeddings = s.required_int("original_max_position_embeddings");
-    c.rope_scaling = scaling;
-  }
+  if (rs && !plain) c.rope_scaling = read_rope_scaling(*rs, r, origin, rs_name, "llama3");
 
   c.bos_token_id = r.required_int("bos_token_id");
-  const json& eos = r.require("eos_token_id", "an integer or a list of integers");
-  c.eos_token_ids.clear();
-  if (eos.is_array()) {
-    if (eos.empty()) r.fail("eos_token_id", "is an empty list, expected at least one token id");
-    for (const json& id : eos) c.eos_token_ids.push_back(r.to_int("eos_token_id", id));
-  } else if (eos.is_number_integer()) {
-    c.eos_token_ids.push_back(r.to_int("eos_token_id", eos));
-  } else {
-    r.fail("eos_token_id",
-           "is " + describe_value(eos) + ", expected an integer or a list of integers");
-  }
+  c.eos_token_ids = read_token_ids(r, "eos_token_id", r.require("eos_token_id", "an integer or a list of integers"));
 
   if (auto dtype = r.optional_string("torch_dtype")) {
     c.torch_dtype = *dtype;
@@ -283,11 +471,16 @@ void ModelConfig::validate(const std::string& origin) const {
 
   if (rope_scaling) {
     const RopeScaling& s = *rope_scaling;
-    if (s.type != "llama3") {
-      config_fail(origin, "field 'rope_scaling.rope_type' is '" + s.type +
-                              "'; only \"llama3\" rope scaling is supported");
+    const char* supported = is_gemma3() ? "linear" : "llama3";
+    if (s.type != supported) {
+      config_fail(origin, "field 'rope_scaling.rope_type' is '" + s.type + "'; only \"" +
+                              supported + "\" rope scaling is supported for " +
+                              family_name(family));
     }
     require_positive(origin, "rope_scaling.factor", s.factor);
+  }
+  if (rope_scaling && !is_gemma3()) {
+    const RopeScaling& s = *rope_scaling;
     require_positive(origin, "rope_scaling.low_freq_factor", s.low_freq_factor);
     require_positive(origin, "rope_scaling.high_freq_factor", s.high_freq_factor);
     require_positive(origin, "rope_scaling.original_max_position_embeddings",
@@ -304,6 +497,23 @@ void ModelConfig::validate(const std::string& origin) const {
     }
   }
 
+  if (is_gemma3()) {
+    require_positive(origin, "query_pre_attn_scalar", query_pre_attn_scalar);
+    require_positive(origin, "sliding_window", sliding_window);
+    require_at_most(origin, "sliding_window", sliding_window, kMaxPositions,
+                    "positions are 32-bit integers");
+    require_positive(origin, "rope_local_base_freq", rope_local_theta);
+    if (static_cast<int64_t>(layer_types.size()) != num_layers) {
+      config_fail(origin, "field 'layer_types' has " + std::to_string(layer_types.size()) +
+                              " entries but num_hidden_layers is " + std::to_string(num_layers));
+    }
+  } else if (!layer_types.empty() || sliding_window != 0 || query_pre_attn_scalar != 0.0 ||
+             rope_local_theta != 0.0) {
+    config_fail(origin, "layer_types, sliding_window, query_pre_attn_scalar and "
+                        "rope_local_base_freq are Gemma 3 settings; a Llama config leaves them "
+                        "unset");
+  }
+
   auto check_token = [&](const char* field, int64_t id) {
     if (id < 0 || id >= vocab_size) {
       config_fail(origin, std::string("field '") + field + "' has token id " + std::to_string(id) +
@@ -315,7 +525,78 @@ void ModelConfig::validate(const std::string& origin) const {
   for (int64_t id : eos_token_ids) check_token("eos_token_id", id);
 }
 
+const char* family_name(ModelFamily family) {
+  return family == ModelFamily::gemma3 ? "gemma3" : "llama";
+}
+
+bool ModelConfig::is_sliding(int64_t layer) const {
+  return layer >= 0 && layer < static_cast<int64_t>(layer_types.size()) &&
+         layer_types[static_cast<size_t>(layer)] == LayerType::sliding_attention;
+}
+
+double ModelConfig::layer_rope_theta(int64_t layer) const {
+  return is_sliding(layer) ? rope_local_theta : rope_theta;
+}
+
+const std::optional<RopeScaling>& ModelConfig::layer_rope_scaling(int64_t layer) const {
+  static const std::optional<RopeScaling> none;
+  return is_sliding(layer) ? none : rope_scaling;
+}
+
+double ModelConfig::attention_scale() const {
+  const double scalar = query_pre_attn_scalar > 0 ? query_pre_attn_scalar
+                                                  : static_cast<double>(head_dim);
+  return 1.0 / std::sqrt(scalar);
+}
+
+namespace {
+
+// Gemma3ForCausalLM's config.json, in the transformers 4 layout that Google's checkpoints use.
+std::string gemma3_json(const ModelConfig& c) {
+  nlohmann::ordered_json j;
+  j["architectures"] = {"Gemma3ForCausalLM"};
+  j["model_type"] = "gemma3_text";
+  j["hidden_activation"] = "gelu_pytorch_tanh";
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_layers;
+  j["num_attention_heads"] = c.num_heads;
+  j["num_key_value_heads"] = c.num_kv_heads;
+  j["head_dim"] = c.head_dim;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["query_pre_attn_scalar"] = c.query_pre_attn_scalar;
+  j["sliding_window"] = c.sliding_window;
+  std::vector<std::string> types;
+  for (LayerType t : c.layer_types) {
+    types.push_back(t == LayerType::sliding_attention ? "sliding_attention" : "full_attention");
+  }
+  j["layer_types"] = types;
+  j["rope_theta"] = c.rope_theta;
+  j["rope_local_base_freq"] = c.rope_local_theta;
+  if (c.rope_scaling) {
+    j["rope_scaling"] = {{"rope_type", c.rope_scaling->type}, {"factor", c.rope_scaling->factor}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  j["final_logit_softcapping"] = nullptr;
+  j["attn_logit_softcapping"] = nullptr;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["vocab_size"] = c.vocab_size;
+  j["bos_token_id"] = c.bos_token_id;
+  if (c.eos_token_ids.size() == 1) {
+    j["eos_token_id"] = c.eos_token_ids.front();
+  } else {
+    j["eos_token_id"] = c.eos_token_ids;
+  }
+  j["torch_dtype"] = c.torch_dtype;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
+
 std::string ModelConfig::to_json() const {
+  if (is_gemma3()) return gemma3_json(*this);
   nlohmann::ordered_json j;
   j["architectures"] = {"LlamaForCausalLM"};
   j["model_type"] = "llama";

@@ -48,7 +48,15 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
     out.push_back({p + "self_attn.k_proj.weight", {kv_width, d}});
     out.push_back({p + "self_attn.v_proj.weight", {kv_width, d}});
     out.push_back({p + "self_attn.o_proj.weight", {d, q_width}});
+    if (c.is_gemma3()) {  // QK-norm: one weight of h_d shared by every head
+      out.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
+      out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
+    }
     out.push_back({p + "post_attention_layernorm.weight", {d}});
+    if (c.is_gemma3()) {  // the norms around the FFN
+      out.push_back({p + "pre_feedforward_layernorm.weight", {d}});
+      out.push_back({p + "post_feedforward_layernorm.weight", {d}});
+    }
     out.push_back({p + "mlp.gate_proj.weight", {ff, d}});
     out.push_back({p + "mlp.up_proj.weight", {ff, d}});
     out.push_back({p + "mlp.down_proj.weight", {d, ff}});

@@ -33,6 +33,13 @@ DeviceWeights load_device_weights(const std::filesystem::path& dir, const ModelC
                                   std::vector<void*>& memory, const LoadProgress& progress,
                                   const std::string& owner) {
   const nvtx::Range range("load checkpoint");
+  // The Llama pipeline would run a Gemma checkpoint without its extra norms and masks and print
+  // plausible nonsense: refuse it instead.
+  if (c.family != ModelFamily::llama) {
+    throw CheckpointError(owner + ": " + (dir / "config.json").string() + " describes a " +
+                          family_name(c.family) +
+                          " model (model_type); this pipeline runs the Llama family only");
+  }
   const Checkpoint ckpt = Checkpoint::open(dir);
   check_config_fits_checkpoint(c, ckpt);  // before anything is sized from the config
   DeviceWeights m;

@@ -211,9 +211,10 @@ TEST(Rope, MatchesTheFormulaPerElement) {
 // ---------------------------------------------------------------------------------------------
 
 // Float64 triple loop per head: scores, causal mask (column <= row position), stable softmax,
-// weighted sum. Query rows are the last s_q of s_k positions.
+// weighted sum. Query rows are the last s_q of s_k positions. With window > 0 only the columns
+// p - window < c <= p count; scale 0 means 1/sqrt(h_d).
 torch::Tensor attention_loop(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                             int64_t h, int64_t hk) {
+                             int64_t h, int64_t hk, double scale = 0, int64_t window = 0) {
   const int64_t s_q = q.size(0), s_k = k.size(0), hd = q.size(1) / h;
   const torch::Tensor qd_t = as_double(q);
   const auto qd = qd_t.accessor<double, 2>();
@@ -225,19 +226,20 @@ torch::Tensor attention_loop(const torch::Tensor& q, const torch::Tensor& k, con
     const int64_t g = head / (h / hk);
     for (int64_t r = 0; r < s_q; ++r) {
       const int64_t p = s_k - s_q + r;
-      std::vector<double> score(static_cast<size_t>(p + 1));
+      const int64_t first = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
+      std::vector<double> score(static_cast<size_t>(p + 1), 0.0);
       double mx = -INFINITY;
-      for (int64_t c = 0; c <= p; ++c) {
+      for (int64_t c = first; c <= p; ++c) {
         double dot = 0;
         for (int64_t j = 0; j < hd; ++j) dot += qd[r][head * hd + j] * kd[c][g * hd + j];
-        score[c] = dot / std::sqrt(static_cast<double>(hd));
+        score[c] = dot * (scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(hd)));
         mx = std::max(mx, score[c]);
       }
       double sum = 0;
-      for (double& e : score) sum += (e = std::exp(e - mx));
+      for (int64_t c = first; c <= p; ++c) sum += (score[c] = std::exp(score[c] - mx));
       for (int64_t j = 0; j < hd; ++j) {
         double acc = 0;
-        for (int64_t c = 0; c <= p; ++c) acc += score[c] / sum * vd[c][g * hd + j];
+        for (int64_t c = first; c <= p; ++c) acc += score[c] / sum * vd[c][g * hd + j];
         out[r][head * hd + j] = acc;
       }
     }
@@ -379,6 +381,90 @@ TEST(Output, ArgmaxAndTopKBreakTiesByLowerId) {
   EXPECT_EQ(top.values, (std::vector<float>{2.0f, 2.0f, 2.0f, 1.5f}));
   EXPECT_THROW(ref::argmax(torch::tensor({1.0f, NAN})), std::invalid_argument);
   EXPECT_THROW(ref::top_k(l, 7), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gemma 3
+// ---------------------------------------------------------------------------------------------
+
+TEST(Gemma, RmsNormScalesByOnePlusW) {
+  torch::manual_seed(21);
+  const int64_t s = 5, d = 24;
+  const torch::Tensor x = torch::randn({s, d});
+  const torch::Tensor w = (0.1 * torch::randn({d})).to(torch::kBFloat16);
+  const torch::Tensor xd = as_double(x), wd = as_double(w);
+  const torch::Tensor want = xd / (xd.pow(2).mean(-1, true) + 1e-6).sqrt() * (1.0 + wd);
+  EXPECT_TRUE(close(ref::rms_norm_gemma(x, w, 1e-6), want, kTol, kTol));
+  // The same as the Llama norm with gamma = 1 + w; far from it with gamma = w.
+  EXPECT_TRUE(close(ref::rms_norm_gemma(x, w, 1e-6), ref::rms_norm(x, 1.0 + as_double(w), 1e-6),
+                    kTol, kTol));
+  EXPECT_FALSE(close(ref::rms_norm_gemma(x, w, 1e-6), ref::rms_norm(x, w, 1e-6), 0.1, 0.1));
+}
+
+TEST(Gemma, QkNormNormalisesEveryHeadOnItsOwn) {
+  torch::manual_seed(22);
+  const int64_t s = 4, n = 3, hd = 8;
+  // Heads of very different sizes: a norm over the whole row would leave them different.
+  const torch::Tensor x = torch::randn({s, n * hd}) * torch::tensor({1.0f, 10.0f, 0.1f}).repeat_interleave(hd);
+  const torch::Tensor w = 0.1 * torch::randn({hd});
+  const torch::Tensor got = ref::head_rms_norm(x, w, 1e-6, n);
+  ASSERT_EQ(got.sizes(), x.sizes());
+  for (int64_t j = 0; j < n; ++j) {
+    EXPECT_TRUE(close(got.narrow(1, j * hd, hd), ref::rms_norm_gemma(x.narrow(1, j * hd, hd), w, 1e-6),
+                      kTol, kTol))
+        << "head " << j;
+  }
+  EXPECT_THROW(ref::head_rms_norm(x, torch::zeros({n * hd}), 1e-6, n), std::invalid_argument);
+}
+
+TEST(Gemma, GeluIsTheTanhApproximation) {
+  const torch::Tensor z = torch::linspace(-6, 6, 97);
+  const torch::Tensor zd = as_double(z);
+  const torch::Tensor want =
+      0.5 * zd * (1 + torch::tanh(std::sqrt(2.0 / std::numbers::pi) * (zd + 0.044715 * zd.pow(3))));
+  EXPECT_TRUE(close(ref::gelu_tanh(z), want, kTol, kTol));
+  // The exact GELU differs by up to ~5e-4 on this range: far outside kTol.
+  const torch::Tensor exact = 0.5 * zd * (1 + torch::erf(zd / std::sqrt(2.0)));
+  EXPECT_GT((as_double(ref::gelu_tanh(z)) - exact).abs().max().item<double>(), 1e-4);
+  const torch::Tensor gate = torch::randn({3, 7}), up = torch::randn({3, 7});
+  EXPECT_TRUE(close(ref::geglu(gate, up), as_double(ref::gelu_tanh(gate)) * as_double(up), kTol, kTol));
+}
+
+TEST(Gemma, SlidingWindowAttentionMatchesTheLoop) {
+  torch::manual_seed(23);
+  const int64_t s = 9, h = 4, hk = 2, hd = 8;
+  const torch::Tensor q = torch::randn({s, h * hd});
+  const torch::Tensor k = torch::randn({s, hk * hd});
+  const torch::Tensor v = torch::randn({s, hk * hd});
+  const double scale = 1.0 / std::sqrt(32.0);
+  for (int64_t window : {1, 3, 8, 9, 50}) {
+    const ref::AttentionDetail got = ref::windowed_gqa_attention_detail(q, k, v, h, hk, {scale, window});
+    EXPECT_TRUE(close(got.out, attention_loop(q, k, v, h, hk, scale, window), kTol, kTol))
+        << "window " << window;
+    // Row r sees exactly min(r + 1, window) keys.
+    for (int64_t r = 0; r < s; ++r) {
+      EXPECT_EQ((got.probs[0][r] > 0).sum().item<int64_t>(), std::min(r + 1, window))
+          << "window " << window << ", row " << r;
+    }
+  }
+  // A window at least as long as the sequence is plain causal attention; so is the default.
+  EXPECT_TRUE(close(ref::windowed_gqa_attention(q, k, v, h, hk, {0.0, s}),
+                    ref::causal_gqa_attention(q, k, v, h, hk), 0, 0));
+  // Decode rows at the end of a longer key set keep the window relative to their own position.
+  const torch::Tensor tail = ref::windowed_gqa_attention(q.narrow(0, 6, 3), k, v, h, hk, {scale, 3});
+  EXPECT_TRUE(close(tail, attention_loop(q.narrow(0, 6, 3), k, v, h, hk, scale, 3), kTol, kTol));
+}
+
+TEST(Gemma, EmbeddingScaleIsRoundedToTheTableDtype) {
+  EXPECT_EQ(ref::embedding_scale(1152, torch::kBFloat16), 34.0);  // sqrt(1152) = 33.94
+  EXPECT_EQ(ref::embedding_scale(1152, torch::kFloat),
+            static_cast<double>(static_cast<float>(std::sqrt(1152.0))));
+  EXPECT_EQ(ref::embedding_scale(64, torch::kBFloat16), 8.0);
+}
+
+TEST(Gemma, LinearRopeScalingDividesEveryFrequency) {
+  const RopeScaling linear{"linear", 8.0};
+  EXPECT_TRUE(close(ref::rope_inv_freq(32, 1e6, linear), ref::rope_inv_freq(32, 1e6) / 8.0, 0, 1e-15));
 }
 
 }  // namespace

@@ -64,6 +64,8 @@ int cmd_inspect(const std::vector<std::string>& argv) {
   auto& out = std::cout;
   out << "model: " << dir.string() << "\n\n"
       << "config.json\n"
+      << "  family             " << family_name(c.family)
+      << (c.is_gemma3() ? " (Gemma 3)" : " (Llama 3)") << "\n"
       << "  layers L           " << c.num_layers << "\n"
       << "  hidden size d      " << c.hidden_size << "\n"
       << "  heads h / h_k      " << c.num_heads << " / " << c.num_kv_heads << " (groups of "
@@ -75,9 +77,23 @@ int cmd_inspect(const std::vector<std::string>& argv) {
       << "  rms_norm_eps       " << format_double(c.rms_norm_eps) << "\n"
       << "  rope_theta         " << format_double(c.rope_theta) << "\n"
       << "  rope_scaling       "
-      << (c.rope_scaling ? "llama3 (factor " + format_double(c.rope_scaling->factor) + ")"
+      << (c.rope_scaling ? c.rope_scaling->type + " (factor " +
+                               format_double(c.rope_scaling->factor) + ")" +
+                               (c.is_gemma3() ? ", global layers only" : "")
                          : std::string("none"))
-      << "\n"
+      << "\n";
+  if (c.is_gemma3()) {
+    // One letter per layer (L local, G global), the pattern a Gemma port must follow.
+    std::string pattern;
+    for (int64_t i = 0; i < c.num_layers; ++i) pattern += c.is_sliding(i) ? 'L' : 'G';
+    out << "  rope_local_theta   " << format_double(c.rope_local_theta) << " (local layers)\n"
+        << "  sliding_window     " << c.sliding_window << " positions (local layers)\n"
+        << "  layer types        " << pattern << " (L local, G global)\n"
+        << "  attention scale    query_pre_attn_scalar " << format_double(c.query_pre_attn_scalar)
+        << "^-1/2 = " << format_double(c.attention_scale()) << "\n"
+        << "  activation         gelu_pytorch_tanh (GeGLU)\n";
+  }
+  out
       << "  tied embeddings    "
       << (c.tie_word_embeddings ? "yes (lm_head uses model.embed_tokens.weight)"
                                 : "no (lm_head.weight is its own tensor)")

@@ -29,6 +29,7 @@
 
 #include "harness/pipeline/model.h"
 #include "harness/pipeline/cached_model.h"
+#include "harness/pipeline/gemma_model.h"
 #include "reference/model.h"
 #include "tools/clockwork/cli.h"
 #include "tools/clockwork/commands.h"
@@ -52,6 +53,9 @@ const CommandSpec kSpec{
     {
         {"model", "DIR", "model directory"},
         {"prompt", "TEXT", "the prompt (default: \"The capital of France is\")"},
+        {"ids", "LIST",
+         "the prompt as comma-separated token ids instead of text (no tokenizer needed: for "
+         "checkpoints without one)"},
         {"chat", "", "wrap the prompt in the Llama 3 Instruct chat template"},
         {"steps", "N", "greedy steps of the top-5 gate (default 4)"},
         {"backend", "NAME", "cuda or sim; must match the binary"},
@@ -125,10 +129,38 @@ bool contains(const std::vector<int32_t>& ids, int32_t id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
 
-std::string show_token(const Tokenizer& tok, int32_t id) {
+std::string show_token(const std::optional<Tokenizer>& maybe, int32_t id) {
+  if (!maybe) return std::to_string(id);
+  const Tokenizer& tok = *maybe;
   if (id < 0 || id >= tok.vocab_size()) return std::to_string(id) + " (no token)";
   const std::string& bytes = tok.token_bytes(id);
   return std::to_string(id) + " " + (tok.is_special(id) ? bytes : quote_bytes(bytes));
+}
+
+// "1,2,3" -> {1, 2, 3}: each id an integer in [0, vocab); anything else is a usage error naming
+// the element and the option.
+std::vector<int32_t> parse_id_list(const std::string& text, int64_t vocab, const std::string& option) {
+  std::vector<int32_t> ids;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t used = 0;
+    long long value = -1;
+    try {
+      value = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || value < 0 || value >= vocab) {
+      throw UsageError(option + ": '" + item + "' (element " + std::to_string(ids.size() + 1) +
+                       ") is not a token id in [0, " + std::to_string(vocab) + ")");
+    }
+    ids.push_back(static_cast<int32_t>(value));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return ids;
 }
 
 void print_diff_row(const std::string& label, const Diff& d) {
@@ -162,26 +194,50 @@ int run_verify(const std::vector<std::string>& argv) {
 
   const fs::path dir = require_model_dir(model_arg);
   const ModelConfig config = load_config(dir);
-  const Tokenizer tokenizer = load_tokenizer(dir);
-  check_tokenizer_fits(tokenizer, config);
+  const std::optional<std::string> ids_arg = args.get("ids");
+  if (ids_arg && (args.get("prompt") || args.has("chat"))) {
+    throw UsageError("--ids gives the prompt as token ids: leave out --prompt and --chat");
+  }
+  // With --ids no tokenizer is needed, and tokens are shown as ids only.
+  std::optional<Tokenizer> tokenizer;
+  if (!ids_arg) {
+    tokenizer.emplace(load_tokenizer(dir));
+    check_tokenizer_fits(*tokenizer, config);
+  }
   const Checkpoint checkpoint = Checkpoint::open(dir);
   check_tensors(checkpoint, config, /*any_float=*/false);
-  std::vector<int32_t> ids = encode_prompt(tokenizer, prompt, args.has("chat"), "");
+  std::vector<int32_t> ids =
+      ids_arg ? parse_id_list(*ids_arg, config.vocab_size, "--ids")
+              : encode_prompt(*tokenizer, prompt, args.has("chat"), "");
   check_prompt_fits(ids.size(), config);
+  // Gemma 3 runs on GemmaModel (milestone 6), which has no KV cache.
+  const bool gemma = config.is_gemma3();
+  const KvCacheKind cache_kind = gemma ? KvCacheKind::None : cache_args.kind;
 
   require_device();
   auto t0 = Clock::now();
   // Optional so that it can be released before the cached model loads: one copy of the weights
   // on the device at a time.
-  std::optional<Model> model = [&] {
+  std::optional<Model> model;
+  std::optional<GemmaModel> gemma_model;
+  {
     ProgressBar bar(std::string("loading (") + backend_name() + ")");
-    return Model::load(dir, [&](uint64_t done, uint64_t total, const std::string& tensor) {
+    auto progress = [&](uint64_t done, uint64_t total, const std::string& tensor) {
       bar.update(done, total, tensor);
-    });
-  }();
+    };
+    if (gemma) {
+      gemma_model.emplace(GemmaModel::load(dir, progress));
+    } else {
+      model.emplace(Model::load(dir, progress));
+    }
+  }
+  auto forward = [&](const std::vector<int32_t>& seq, ForwardCapture* capture = nullptr) {
+    return gemma ? gemma_model->forward(seq, capture) : model->forward(seq, capture);
+  };
   const std::vector<int32_t> prompt_ids = ids;
-  std::printf("model: %s (%lld layers, d=%lld, V=%lld), loaded on the %s backend in %.2f s\n",
-              dir.string().c_str(), static_cast<long long>(config.num_layers),
+  std::printf("model: %s (%s, %lld layers, d=%lld, V=%lld), loaded on the %s backend in %.2f s\n",
+              dir.string().c_str(), gemma ? "Gemma 3" : "Llama",
+              static_cast<long long>(config.num_layers),
               static_cast<long long>(config.hidden_size), static_cast<long long>(config.vocab_size),
               backend_name(), ms_since(t0) / 1e3);
   std::printf("reference: libtorch on the CPU, fp32 activations, the checkpoint's bf16 weights\n");
@@ -199,7 +255,7 @@ int run_verify(const std::vector<std::string>& argv) {
   const size_t d = static_cast<size_t>(config.hidden_size);
   ForwardCapture capture;
   t0 = Clock::now();
-  std::vector<float> device_logits = model->forward(ids, &capture);
+  std::vector<float> device_logits = forward(ids, &capture);
   const double device_ms = ms_since(t0);
   t0 = Clock::now();
   const std::vector<int64_t> ids64(ids.begin(), ids.end());
@@ -269,7 +325,7 @@ int run_verify(const std::vector<std::string>& argv) {
         std::printf("  (the context is full after %lld steps)\n", static_cast<long long>(step));
         break;
       }
-      device_logits = model->forward(ids);
+      device_logits = forward(ids);
       const std::vector<int64_t> seq(ids.begin(), ids.end());
       ref_logits = to_vector(reference.forward(seq).logits);
     }
@@ -314,7 +370,10 @@ int run_verify(const std::vector<std::string>& argv) {
   // The cache check: the same steps with a KV cache, against the uncached logits above.
   int cache_failures = 0;
   std::string first_cache_failure;
-  if (cache_args.kind != KvCacheKind::None) {
+  if (gemma && cache_args.kind != KvCacheKind::None) {
+    std::printf("\n(no KV-cache check: the Gemma 3 model runs without a cache)\n");
+  }
+  if (cache_kind != KvCacheKind::None) {
     model.reset();
     CachedModelOptions options;
     options.cache = cache_args.kind;

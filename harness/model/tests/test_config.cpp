@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -578,3 +579,263 @@ INSTANTIATE_TEST_SUITE_P(Config, InvalidConfigTest, ::testing::ValuesIn(kInvalid
                          });
 
 }  // namespace
+
+// ------------------------------------------------------------------------------------------------
+// Gemma 3
+// ------------------------------------------------------------------------------------------------
+
+namespace gemma {
+
+using clockwork::LayerType;
+using clockwork::ModelFamily;
+
+const char* const kGemmaOrigin = "gemma-3-1b-it/config.json";
+
+// config.json of gemma-3-1b-it as published (transformers 4 layout: sliding_window_pattern, no
+// layer_types; rope_theta for the global layers, rope_local_base_freq for the local ones).
+const char* const kGemma3_1B = R"({
+  "architectures": ["Gemma3ForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "attn_logit_softcapping": null,
+  "bos_token_id": 2,
+  "cache_implementation": "hybrid",
+  "eos_token_id": [1, 106],
+  "final_logit_softcapping": null,
+  "head_dim": 256,
+  "hidden_activation": "gelu_pytorch_tanh",
+  "hidden_size": 1152,
+  "initializer_range": 0.02,
+  "intermediate_size": 6912,
+  "max_position_embeddings": 32768,
+  "model_type": "gemma3_text",
+  "num_attention_heads": 4,
+  "num_hidden_layers": 26,
+  "num_key_value_heads": 1,
+  "pad_token_id": 0,
+  "query_pre_attn_scalar": 256,
+  "rms_norm_eps": 1e-06,
+  "rope_local_base_freq": 10000,
+  "rope_scaling": null,
+  "rope_theta": 1000000,
+  "sliding_window": 512,
+  "sliding_window_pattern": 6,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.50.0.dev0",
+  "use_cache": true,
+  "vocab_size": 262144
+})";
+
+// The multimodal gemma-3-4b-it: the text model under text_config, which names only what differs
+// from transformers' defaults; the token ids and the dtype sit at the top level.
+const char* const kGemma3_4B = R"({
+  "architectures": ["Gemma3ForConditionalGeneration"],
+  "boi_token_index": 255999,
+  "eoi_token_index": 256000,
+  "eos_token_id": [1, 106],
+  "image_token_index": 262144,
+  "mm_tokens_per_image": 256,
+  "model_type": "gemma3",
+  "text_config": {
+    "hidden_size": 2560,
+    "intermediate_size": 10240,
+    "model_type": "gemma3_text",
+    "num_hidden_layers": 34,
+    "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+    "sliding_window": 1024
+  },
+  "torch_dtype": "bfloat16",
+  "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model"}
+})";
+
+std::string gemma_error(const json& j) {
+  return config_error_of([&] { ModelConfig::from_json_text(j.dump(), kGemmaOrigin); });
+}
+
+TEST(GemmaConfig, ReadsGemma3_1B) {
+  const ModelConfig c = ModelConfig::from_json_text(kGemma3_1B, kGemmaOrigin);
+  EXPECT_EQ(c.family, ModelFamily::gemma3);
+  EXPECT_EQ(c.hidden_size, 1152);
+  EXPECT_EQ(c.num_heads, 4);
+  EXPECT_EQ(c.num_kv_heads, 1);
+  EXPECT_EQ(c.head_dim, 256) << "hidden 1152 != 4 x 256 is allowed";
+  EXPECT_EQ(c.intermediate_size, 6912);
+  EXPECT_EQ(c.vocab_size, 262144);
+  EXPECT_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_EQ(c.sliding_window, 512);
+  EXPECT_EQ(c.query_pre_attn_scalar, 256.0);
+  EXPECT_DOUBLE_EQ(c.attention_scale(), 1.0 / 16.0);
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.rope_local_theta, 1e4);
+  EXPECT_FALSE(c.rope_scaling.has_value());
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.bos_token_id, 2);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{1, 106}));
+  ASSERT_EQ(c.layer_types.size(), 26u);
+  // sliding_window_pattern 6: layers 5, 11, 17 and 23 are global, the other 22 local.
+  for (int64_t i = 0; i < 26; ++i) {
+    const bool global = i == 5 || i == 11 || i == 17 || i == 23;
+    EXPECT_EQ(c.is_sliding(i), !global) << "layer " << i;
+    EXPECT_EQ(c.layer_rope_theta(i), global ? 1e6 : 1e4) << "layer " << i;
+  }
+}
+
+TEST(GemmaConfig, ReadsTheMultimodalTextConfigWithTransformersDefaults) {
+  const ModelConfig c = ModelConfig::from_json_text(kGemma3_4B, "gemma-3-4b-it/config.json");
+  EXPECT_EQ(c.family, ModelFamily::gemma3);
+  EXPECT_EQ(c.hidden_size, 2560);
+  EXPECT_EQ(c.num_layers, 34);
+  EXPECT_EQ(c.intermediate_size, 10240);
+  EXPECT_EQ(c.sliding_window, 1024);
+  // Not in text_config: Gemma3TextConfig's defaults, which are the 4B's values.
+  EXPECT_EQ(c.num_heads, 8);
+  EXPECT_EQ(c.num_kv_heads, 4);
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_EQ(c.vocab_size, 262208);
+  EXPECT_EQ(c.query_pre_attn_scalar, 256.0);
+  EXPECT_EQ(c.rms_norm_eps, 1e-6);
+  // Top level: the end tokens of the instruction-tuned model.
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{1, 106}));
+  EXPECT_EQ(c.bos_token_id, 2);
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.rope_scaling->type, "linear");
+  EXPECT_EQ(c.rope_scaling->factor, 8.0);
+  // The scaling belongs to the global layers only.
+  EXPECT_TRUE(c.layer_rope_scaling(5).has_value());
+  EXPECT_FALSE(c.layer_rope_scaling(0).has_value());
+}
+
+TEST(GemmaConfig, ReadsTransformersFiveLayerTypesAndRopeParameters) {
+  json j = json::parse(kGemma3_1B);
+  for (const char* key : {"rope_theta", "rope_local_base_freq", "rope_scaling",
+                          "sliding_window_pattern"}) {
+    j.erase(key);
+  }
+  j["num_hidden_layers"] = 4;
+  // A pattern the older key cannot express: layer_types wins.
+  j["layer_types"] = {"full_attention", "sliding_attention", "sliding_attention", "full_attention"};
+  j["rope_parameters"] = {
+      {"full_attention", {{"rope_type", "linear"}, {"factor", 4.0}, {"rope_theta", 200000.0}}},
+      {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 5000.0}}}};
+  const ModelConfig c = ModelConfig::from_json_text(j.dump(), kGemmaOrigin);
+  EXPECT_EQ(c.layer_types, (std::vector<LayerType>{LayerType::full_attention,
+                                                   LayerType::sliding_attention,
+                                                   LayerType::sliding_attention,
+                                                   LayerType::full_attention}));
+  EXPECT_EQ(c.rope_theta, 200000.0);
+  EXPECT_EQ(c.rope_local_theta, 5000.0);
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.rope_scaling->factor, 4.0);
+  EXPECT_EQ(c.layer_rope_theta(0), 200000.0);
+  EXPECT_EQ(c.layer_rope_theta(1), 5000.0);
+}
+
+TEST(GemmaConfig, ToJsonRoundTrips) {
+  for (const char* text : {kGemma3_1B, kGemma3_4B}) {
+    const ModelConfig c = ModelConfig::from_json_text(text, kGemmaOrigin);
+    const std::string written = c.to_json();
+    EXPECT_TRUE(ModelConfig::from_json_text(written, "to_json()") == c) << written;
+    const json j = json::parse(written);
+    EXPECT_EQ(j["model_type"], "gemma3_text");
+    EXPECT_EQ(j["architectures"], json::array({"Gemma3ForCausalLM"}));
+    EXPECT_EQ(j["layer_types"].size(), static_cast<size_t>(c.num_layers));
+  }
+}
+
+TEST(GemmaConfig, LlamaConfigsHaveNoGemmaSettings) {
+  const ModelConfig c = ModelConfig::from_json_text(kLlama3_8B, kOrigin);
+  EXPECT_EQ(c.family, ModelFamily::llama);
+  EXPECT_TRUE(c.layer_types.empty());
+  EXPECT_FALSE(c.is_sliding(0));
+  EXPECT_DOUBLE_EQ(c.attention_scale(), 1.0 / std::sqrt(128.0));
+  ModelConfig mixed = c;
+  mixed.sliding_window = 512;
+  EXPECT_TRUE(Mentions(config_error_of([&] { mixed.validate("mixed"); }),
+                       {"mixed", "Gemma 3 settings"}));
+}
+
+struct InvalidGemma {
+  const char* name;
+  std::function<void(json&)> edit;
+  std::vector<std::string> expected;
+};
+void PrintTo(const InvalidGemma& c, std::ostream* os) {
+  *os << c.name;
+}
+class InvalidGemmaConfig : public ::testing::TestWithParam<InvalidGemma> {};
+
+TEST_P(InvalidGemmaConfig, IsRejectedNamingTheField) {
+  json j = json::parse(kGemma3_1B);
+  GetParam().edit(j);
+  const std::string message = gemma_error(j);
+  EXPECT_TRUE(Mentions(message, {kGemmaOrigin}));
+  EXPECT_TRUE(Mentions(message, GetParam().expected));
+}
+
+const InvalidGemma kInvalidGemma[] = {
+    {"ExactGelu", [](json& j) { j["hidden_activation"] = "gelu"; },
+     {"field 'hidden_activation' is 'gelu'", "tanh approximation"}},
+    {"FinalSoftcap", [](json& j) { j["final_logit_softcapping"] = 30.0; },
+     {"field 'final_logit_softcapping' is the number 30.0", "soft-capping"}},
+    {"AttnSoftcap", [](json& j) { j["attn_logit_softcapping"] = 50.0; },
+     {"field 'attn_logit_softcapping'", "not supported"}},
+    {"LayerTypesTooShort",
+     [](json& j) { j["layer_types"] = {"sliding_attention", "full_attention"}; },
+     {"field 'layer_types' has 2 entries but num_hidden_layers is 26"}},
+    {"LayerTypeUnknown",
+     [](json& j) {
+       json types = json::array();
+       for (int i = 0; i < 26; ++i) types.push_back(i == 3 ? "chunked_attention" : "full_attention");
+       j["layer_types"] = types;
+     },
+     {"field 'layer_types[3]' is the string \"chunked_attention\"", "\"sliding_attention\""}},
+    {"PatternZero", [](json& j) { j["sliding_window_pattern"] = 0; },
+     {"field 'sliding_window_pattern' is 0"}},
+    {"WindowZero", [](json& j) { j["sliding_window"] = 0; }, {"field 'sliding_window' is 0"}},
+    {"WindowString", [](json& j) { j["sliding_window"] = "512"; },
+     {"field 'sliding_window' is the string \"512\", expected an integer"}},
+    {"ScalarNegative", [](json& j) { j["query_pre_attn_scalar"] = -256; },
+     {"field 'query_pre_attn_scalar' is -256"}},
+    {"LocalThetaZero", [](json& j) { j["rope_local_base_freq"] = 0; },
+     {"field 'rope_local_base_freq' is 0"}},
+    {"Llama3ScalingOnGemma",
+     [](json& j) {
+       j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+     },
+     {"field 'rope_scaling.rope_type' is 'llama3'", "only \"linear\""}},
+    {"ScalingOfLocalLayers",
+     [](json& j) {
+       j.erase("rope_theta");
+       j["rope_parameters"] = {{"sliding_attention", {{"rope_type", "linear"}, {"factor", 2.0}}}};
+     },
+     {"field 'rope_parameters.sliding_attention.rope_type' is 'linear'", "global"}},
+    {"Bidirectional", [](json& j) { j["use_bidirectional_attention"] = true; },
+     {"field 'use_bidirectional_attention' is true"}},
+    {"Gemma2", [](json& j) { j["model_type"] = "gemma2"; },
+     {"field 'model_type' is 'gemma2'", "only Gemma 3"}},
+    {"TextConfigNotObject",
+     [](json& j) {
+       j["model_type"] = "gemma3";
+       j["text_config"] = json::array();
+     },
+     {"field 'text_config' is", "expected an object"}},
+    {"TextConfigMissing", [](json& j) { j["model_type"] = "gemma3"; },
+     {"field 'text_config' is missing"}},
+    {"NestedFieldNamed",
+     [](json& j) {
+       j = json::parse(kGemma3_4B);
+       j["text_config"]["head_dim"] = 255;
+     },
+     {"head_dim 255 is odd"}},
+    {"NestedWrongType",
+     [](json& j) {
+       j = json::parse(kGemma3_4B);
+       j["text_config"]["num_hidden_layers"] = "34";
+     },
+     {"field 'text_config.num_hidden_layers' is the string \"34\""}},
+};
+
+INSTANTIATE_TEST_SUITE_P(Gemma, InvalidGemmaConfig, ::testing::ValuesIn(kInvalidGemma),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace gemma

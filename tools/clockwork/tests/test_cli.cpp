@@ -405,6 +405,67 @@ TEST_F(Cli, InspectShowsConfigTensorsAndSize) {
   EXPECT_NE(r.out.find("<|eot_id|>"), std::string::npos);
 }
 
+// A Gemma 3 checkpoint written by transformers (reference/tests/transformers): inspect reads its
+// config.json and finds every tensor a Gemma layer needs, none left over.
+TEST(CliGemma, InspectReadsATransformersGemma3Checkpoint) {
+  const fs::path dir = fs::path(CLOCKWORK_TRANSFORMERS_FIXTURES) / "gemma3-local-global";
+  const RunResult r = run_cli({"inspect", "--model", dir.string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("family             gemma3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("layer types        LLGL (L local, G global)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sliding_window     4 positions"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rope_local_theta   10000"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("query_pre_attn_scalar 32^-1/2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("model.layers.3.self_attn.k_norm.weight"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("model.layers.0.post_feedforward_layernorm.weight"), std::string::npos);
+  EXPECT_EQ(r.out.find("not used by the model"), std::string::npos)
+      << "every tensor of the Gemma checkpoint belongs to the model:\n" << r.out;
+  const RunResult llama = run_cli(
+      {"inspect", "--model", (fs::path(CLOCKWORK_TRANSFORMERS_FIXTURES) / "llama-tied").string()});
+  ASSERT_EQ(llama.code, 0) << llama.err;
+  EXPECT_NE(llama.out.find("family             llama"), std::string::npos) << llama.out;
+  EXPECT_EQ(llama.out.find("layer types"), std::string::npos) << llama.out;
+}
+
+// The prompt of a transformers-written fixture (its expected.json), as verify's --ids.
+std::string fixture_prompt_ids(const fs::path& dir) {
+  std::ifstream in(dir / "expected.json");
+  const json expected = json::parse(in);  // kept alive: the loop below walks one of its members
+  std::string ids;
+  for (const json& id : expected.at("prompt")) {
+    ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int64_t>());
+  }
+  return ids;
+}
+
+// verify on the Gemma checkpoint transformers wrote: GemmaModel (the student's milestone-6 code)
+// against the reference, through --ids since the fixture has no tokenizer; then a Llama one the
+// same way, and a malformed --ids.
+TEST(CliGemma, VerifyRunsBothFamiliesFromTokenIds) {
+  if (!kHaveVerify) GTEST_SKIP() << "built without libtorch: no verify";
+  const fs::path gemma = fs::path(CLOCKWORK_TRANSFORMERS_FIXTURES) / "gemma3-local-global";
+  const RunResult r = run_cli(
+      {"verify", "--model", gemma.string(), "--ids", fixture_prompt_ids(gemma), "--steps", "3"});
+  if (model_backend_missing(r)) GTEST_SKIP() << "no GPU for the CUDA build";
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  for (const char* line : {"(Gemma 3, 4 layers", "layer 3", "final norm", "verify: PASS",
+                           "no KV-cache check"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  }
+  const fs::path llama = fs::path(CLOCKWORK_TRANSFORMERS_FIXTURES) / "llama-tied";
+  const RunResult l = run_cli({"verify", "--model", llama.string(), "--ids",
+                               fixture_prompt_ids(llama), "--steps", "2", "--kv-cache", "none"});
+  ASSERT_EQ(l.code, 0) << l.err << l.out;
+  EXPECT_NE(l.out.find("(Llama, 3 layers"), std::string::npos) << l.out;
+  EXPECT_NE(l.out.find("verify: PASS"), std::string::npos) << l.out;
+  EXPECT_EQ(check_error(run_cli({"verify", "--model", gemma.string(), "--ids", "5,x,7"}), "verify",
+                        2, {"--ids", "'x' (element 2)", "[0, 320)"}),
+            "");
+  EXPECT_EQ(check_error(run_cli({"verify", "--model", gemma.string(), "--ids", "5,320"}), "verify",
+                        2, {"'320'"}),
+            "");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Bad input: one line, the right exit code, naming the problem
 // ---------------------------------------------------------------------------------------------
