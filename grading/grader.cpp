@@ -373,6 +373,34 @@ class ReportFile {
   int fd_ = -1;
 };
 
+// The hidden tests' secret seed on its way to one run: a pipe whose read end the run inherits
+// (its number in CLOCKWORK_SEED_FD, which is no secret) and whose write end is closed once the seed
+// is in it, before the run starts. The seed is never in a child's environment or arguments, where
+// the submission's own code could read it (getenv, /proc/self/environ, /proc/self/cmdline); the
+// hidden tests take it from the pipe before that code runs (grading/hidden/seed_channel.cpp).
+class SeedPipe {
+ public:
+  explicit SeedPipe(const std::string& seed) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) throw GraderError(std::string("cannot create a pipe: ") + std::strerror(errno));
+    read_fd_ = fds[0];
+    // A few bytes always fit in an empty pipe: this write never blocks.
+    const ssize_t n = write(fds[1], seed.data(), seed.size());
+    close(fds[1]);
+    if (n != static_cast<ssize_t>(seed.size())) {
+      close(read_fd_);
+      throw GraderError("cannot write the hidden tests' seed into its pipe");
+    }
+  }
+  ~SeedPipe() { close(read_fd_); }
+  SeedPipe(const SeedPipe&) = delete;
+  SeedPipe& operator=(const SeedPipe&) = delete;
+  int fd() const { return read_fd_; }
+
+ private:
+  int read_fd_ = -1;
+};
+
 struct Pipeline {
   const GradeOptions& opt;
   Rubric rubric;
@@ -527,8 +555,8 @@ struct Pipeline {
 
   bool configure_with(const fs::path& fw) {
     // Builds compile student code, which may read the environment of the compiler (an #include of
-    // /proc/self/environ shows it in the error messages): the seed is never in it.
-    build_env["CLOCKWORK_HIDDEN_SEED"] = std::nullopt;
+    // /proc/self/environ shows it in the error messages): no seed is ever in it.
+    for (const char* v : {"CLOCKWORK_HIDDEN_SEED", "CLOCKWORK_SEED", "CLOCKWORK_SEED_FD"}) build_env[v] = std::nullopt;
     std::vector<std::string> argv = {opt.cmake, "-S", tree_dir.string(), "-B", build_dir.string(),
                                      "-DCLOCKWORK_FRAMEWORK_BUILD=" + fw.string()};
     // Reused objects fix the build type (the framework's); otherwise the project's default.
@@ -846,7 +874,7 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
     r.keep_fds = {report_fd.fd()};
     r.cwd = c->working_directory.empty() ? p.build_dir : c->working_directory;
     // The grader's own environment must not steer the tests (the test's own does: a checked run
-    // sets CUDASIM_CHECK and CUDASIM_ORDER).
+    // sets CUDASIM_CHECK and CUDASIM_ORDER), and no seed goes through it.
     for (const char* v : {"GTEST_FILTER", "GTEST_OUTPUT", "GTEST_REPEAT", "GTEST_SHUFFLE", "GTEST_BREAK_ON_FAILURE",
                           "GTEST_ALSO_RUN_DISABLED_TESTS", "CLOCKWORK_HIDDEN_SEED", "CUDASIM_CHECK", "CUDASIM_ORDER"}) {
       r.env[v] = std::nullopt;
@@ -855,7 +883,14 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
       const size_t eq = e.find('=');
       if (eq != std::string::npos) r.env[e.substr(0, eq)] = e.substr(eq + 1);
     }
-    r.env["CLOCKWORK_SEED"] = t.hidden ? std::optional<std::string>(p.seed) : std::nullopt;
+    r.env["CLOCKWORK_SEED"] = std::nullopt;
+    r.env["CLOCKWORK_SEED_FD"] = std::nullopt;
+    std::optional<SeedPipe> seed_pipe;
+    if (t.hidden) {
+      seed_pipe.emplace(p.seed);
+      r.keep_fds.push_back(seed_pipe->fd());
+      r.env["CLOCKWORK_SEED_FD"] = std::to_string(seed_pipe->fd());
+    }
     r.timeout_s = t.timeout_s > 0 && opt.timeout_s <= 0 ? t.timeout_s : p.rubric.timeout_s;
     r.timeout_s = std::min(r.timeout_s, std::max(1.0, p.time_left()));
     r.output_file = p.reports_dir / (std::to_string(i) + suffix + ".log");
