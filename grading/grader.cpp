@@ -674,6 +674,68 @@ struct Pipeline {
     return board;
   }
 
+  // The cases each rubric test selects, as the framework build's own test programs list them:
+  // those hold no student code, whereas a program of the grading build runs the submission's
+  // static initialisers first, which could make it list anything. nullopt where no list could be
+  // had (no framework build to reuse, or its program is missing or failed to list).
+  std::vector<std::optional<std::vector<std::string>>> expected_cases(const std::vector<std::string>& test_of) {
+    std::vector<std::optional<std::vector<std::string>>> expected(rubric.tests.size());
+    if (framework.empty()) {
+      std::cerr << "clockwork-grade: no framework build to list the rubric's test cases from; a run is not "
+                   "checked for cases left out\n";
+      return expected;
+    }
+    const std::vector<handout::CtestTest> listed = handout::list_ctest_tests(opt.ctest, framework);
+    // One listing of every case per program (loading a program that links libtorch takes a
+    // second or two); each rubric test's filter is then applied to it.
+    std::map<std::string, std::optional<std::vector<std::string>>> known;
+    for (size_t i = 0; i < rubric.tests.size(); ++i) {
+      const RubricTest& t = rubric.tests[i];
+      if (test_of[i].empty()) continue;  // no program at all: the run reports it
+      auto k = known.find(test_of[i]);
+      if (k == known.end()) k = known.emplace(test_of[i], list_cases(listed, test_of[i])).first;
+      if (!k->second) continue;
+      std::vector<std::string> selected;
+      for (const std::string& name : *k->second) {
+        // The listing includes disabled cases, which never run.
+        const bool disabled = name.rfind("DISABLED_", 0) == 0 || name.find(".DISABLED_") != std::string::npos;
+        if (!disabled && filter_selects(t.filter, name)) selected.push_back(name);
+      }
+      expected[i] = std::move(selected);
+    }
+    return expected;
+  }
+
+  // Every case of the framework build's program for the ctest test `test`, or nullopt.
+  std::optional<std::vector<std::string>> list_cases(const std::vector<handout::CtestTest>& listed,
+                                                     const std::string& test) {
+    auto it = std::find_if(listed.begin(), listed.end(),
+                           [&](const handout::CtestTest& c) { return c.name == test && !c.command.empty(); });
+    std::optional<std::vector<std::string>> names;
+    if (it != listed.end()) {
+      handout::RunOptions r;
+      r.argv = it->command;
+      r.argv.push_back("--gtest_filter=*");  // overrides a filter of the ctest command itself
+      r.argv.push_back("--gtest_list_tests");
+      r.cwd = it->working_directory.empty() ? framework : it->working_directory;
+      for (const char* v : {"GTEST_FILTER", "GTEST_ALSO_RUN_DISABLED_TESTS", "CLOCKWORK_SEED", "CLOCKWORK_SEED_FD"}) {
+        r.env[v] = std::nullopt;
+      }
+      r.timeout_s = std::min(120.0, std::max(1.0, time_left()));
+      r.max_output = 4 * 1024 * 1024;
+      const handout::RunResult run = handout::run_process(r);
+      if (run.succeeded() && run.output_bytes <= r.max_output) names = parse_test_listing(run.output);
+      if (!names) {
+        std::cerr << "clockwork-grade: " << it->name << " of the framework build could not list its tests ("
+                  << run.describe() << "); its runs are not checked for cases left out\n";
+      }
+    } else {
+      std::cerr << "clockwork-grade: the framework build has no program for " << test
+                << "; its runs are not checked for cases left out\n";
+    }
+    return names;
+  }
+
   // Reused test objects were compiled in the solution tree, whose paths they print the same way.
   std::string clean(const std::string& s) const {
     std::string out = replace_all(replace_all(s, tree_dir.string() + "/", ""), tree_dir.string(), ".");
@@ -845,6 +907,8 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
     }
     p.top << "Build: " << static_cast<long>(seconds + 0.5) << " s.\n";
   }
+  const auto expected = p.expected_cases(test_of);
+  phase("listing the rubric's test cases");
   // Listed again: ctest gives the command of a test only once its program exists.
   const std::vector<handout::CtestTest> built = handout::list_ctest_tests(opt.ctest, p.build_dir);
   std::vector<const handout::CtestTest*> binary_of(p.rubric.tests.size(), nullptr);
@@ -907,8 +971,10 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
     const handout::GtestReport parsed = handout::read_gtest_report(report);
     TestOutcome o = judge_run(t, run, parsed);
     if (o.passed) {
-      // The report is believed only where it agrees with what the grader saw of the run.
-      const std::string disagreement = report_disagreement(parsed, cases_passed_in_output(r.output_file));
+      // The report is believed only where it agrees with what the grader saw of the run, and
+      // holds every case the rubric test selects.
+      std::string disagreement = report_disagreement(parsed, cases_passed_in_output(r.output_file));
+      if (disagreement.empty() && expected[i]) disagreement = missing_cases(parsed, *expected[i]);
       if (!disagreement.empty()) {
         o.passed = false;
         o.output = disagreement + "\n" + o.output;

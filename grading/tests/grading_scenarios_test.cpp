@@ -459,6 +459,35 @@ class SkipAll : public ::testing::Environment {
   }
 }
 
+TEST_F(Cheat, RunsTestsOfItsOwn) {
+  // Registers a test of its own that passes and, before main(), rewrites the program's
+  // --gtest_filter to select it alone: the report then lists nothing but passes, every one started
+  // and shown in the output.
+  const fs::path sub = cheating_submission("cheat-own-tests", R"CHEAT(
+#include <gtest/gtest.h>
+#include <cstring>
+TEST(Forged, Passes) {}
+namespace {
+// The C library calls initialisers with the program's arguments, which are writable.
+[[gnu::constructor]] void select_forged(int argc, char** argv, char**) {
+  const char* flag = "--gtest_filter=";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], flag, std::strlen(flag)) == 0 && std::strlen(argv[i]) >= std::strlen(flag) + 8) {
+      std::strcpy(argv[i] + std::strlen(flag), "Forged.*");
+    }
+  }
+}
+}  // namespace
+)CHEAT");
+  const json results = grade_cheat(sub, 0);
+  for (const json& t : results["tests"]) {
+    EXPECT_EQ(t["status"], "failed");
+    const std::string out = t["output"];
+    EXPECT_NE(out.find("never passing"), std::string::npos) << t.dump(2);
+    EXPECT_NE(out.find("Forged.Passes"), std::string::npos) << "the cheat did not run: " << t.dump(2);
+  }
+}
+
 TEST_F(Cheat, SurvivorRewritesResults) {
   // A process that leaves its test (fork, setsid, fork) and, every half second for a minute,
   // says it is alive and tries to overwrite results.json with full marks.
