@@ -464,11 +464,32 @@ struct Pipeline {
     framework = fw;
   }
 
+  // A value the framework build's manifest sets ("" when it sets none).
+  std::string manifest_value(const std::string& name) const {
+    std::error_code ec;
+    if (!fs::is_regular_file(framework / "clockwork-framework.cmake", ec)) return "";
+    const std::string manifest = handout::read_file(framework / "clockwork-framework.cmake");
+    const std::string key = "set(" + name + " \"";
+    const size_t at = manifest.find(key);
+    if (at == std::string::npos) return "";
+    const size_t end = manifest.find('"', at + key.size());
+    return end == std::string::npos ? "" : manifest.substr(at + key.size(), end - at - key.size());
+  }
+
+  // The tree the framework build was configured from, as its manifest says ("" when unknown).
+  fs::path framework_source_dir() const {
+    const std::string dir = manifest_value("CLOCKWORK_PREBUILT_SOURCE_DIR");
+    std::error_code ec;
+    return dir.empty() ? fs::path() : fs::weakly_canonical(dir, ec);
+  }
+
   // With a student user, what a submission must not read is made unreadable to it (the owner,
   // root, keeps every right): in the solution tree, the solution versions of the student files and
-  // the instructor-only files (hidden tests, their rubric); in the framework build, the rewritten
-  // solution sources and the objects compiled from student files, unless the submitted file is the
-  // solution itself (the grading build then reuses its object, and the student already has it);
+  // the instructor-only files (hidden tests, their rubric), also in the framework build's own tree
+  // when that is a stubbed copy; in the framework build, the rewritten sources and the objects
+  // compiled from student files, unless the submitted file is what that build compiled (the
+  // solution, or the stub when the framework was built from a stubbed tree: the grading build then
+  // reuses its object, and the student already has the file);
   // in the tree copy, the hidden tests' sources and rubric when the framework build's objects of
   // them are reused (the grading build then never reads them). The framework's own objects and
   // programs, which the grading links, stay readable.
@@ -490,17 +511,24 @@ struct Pipeline {
       if (handout::is_instructor_only(f.path, f.content)) instructor.push_back(f.path);
       if (!rubric.is_student_file(f.path)) filenames_elsewhere.insert(fs::path(f.path).filename().string());
     }
-    std::set<std::string> submitted_solution;  // student files submitted exactly as the solution has them
+    // The tree the framework build compiled: the solution tree, or a copy with every region stubbed.
+    const fs::path framework_source = framework.empty() ? fs::path() : framework_source_dir();
+    const fs::path built_from = framework_source.empty() ? source : framework_source;
+    // Student files submitted exactly as the framework build compiled them: their objects are
+    // reused, and hold nothing the student does not have.
+    std::set<std::string> submitted_as_built;
     for (const std::string& path : rubric.student_files) {
       const handout::TreeFile* f = tree.find(path);
       std::error_code ec;
-      if (f && fs::is_regular_file(source / path, ec) && handout::read_file(source / path) == f->content) {
-        submitted_solution.insert(path);
+      if (f && fs::is_regular_file(built_from / path, ec) && handout::read_file(built_from / path) == f->content) {
+        submitted_as_built.insert(path);
       }
       hide(source / path);
     }
     for (const std::string& path : instructor) {
       hide(source / path);
+      // The framework build's own tree (a stubbed copy with the hidden tests) keeps them too.
+      if (!framework_source.empty() && framework_source != source) hide(framework_source / path);
       if (!framework.empty() && fs::path(path).filename() != "CMakeLists.txt") hide(tree_dir / path);
     }
     if (framework.empty()) return;
@@ -523,7 +551,7 @@ struct Pipeline {
         const std::string file = fs::path(student).filename().string();
         if (rel.find(student + ".") != std::string::npos ||
             (name.rfind(file + ".", 0) == 0 && filenames_elsewhere.count(file) == 0)) {
-          if (submitted_solution.count(student)) {
+          if (submitted_as_built.count(student)) {
             reveal(it->path());
           } else {
             hide(it->path());
@@ -685,7 +713,28 @@ struct Pipeline {
                    "checked for cases left out\n";
       return expected;
     }
-    const std::vector<handout::CtestTest> listed = handout::list_ctest_tests(opt.ctest, framework);
+    std::vector<handout::CtestTest> listed = handout::list_ctest_tests(opt.ctest, framework);
+    // A framework build made on top of another one builds its libraries only, and its programs
+    // are not linked: that other build's programs, compiled from the same test sources, list the
+    // same cases (framework builds both, without student code).
+    const bool unlinked = std::any_of(test_of.begin(), test_of.end(), [&](const std::string& name) {
+      return !name.empty() && std::none_of(listed.begin(), listed.end(), [&](const handout::CtestTest& c) {
+        return c.name == name && !c.command.empty();
+      });
+    });
+    if (unlinked) {
+      const std::string base = manifest_value("CLOCKWORK_PREBUILT_BASE");
+      if (!base.empty() && fs::exists(fs::path(base) / "CTestTestfile.cmake")) {
+        for (handout::CtestTest& c : handout::list_ctest_tests(opt.ctest, base)) {
+          auto it = std::find_if(listed.begin(), listed.end(), [&](const handout::CtestTest& l) { return l.name == c.name; });
+          if (it == listed.end()) {
+            listed.push_back(std::move(c));
+          } else if (it->command.empty()) {
+            *it = std::move(c);
+          }
+        }
+      }
+    }
     // One listing of every case per program (loading a program that links libtorch takes a
     // second or two); each rubric test's filter is then applied to it.
     std::map<std::string, std::optional<std::vector<std::string>>> known;
