@@ -27,12 +27,28 @@ set(CLOCKWORK_FRAMEWORK_BUILD "" CACHE PATH
 option(CLOCKWORK_FRAMEWORK_COMPILE_STUDENT_FILES
        "With CLOCKWORK_FRAMEWORK_BUILD: compile the student files even where they are identical" OFF)
 
+# A tree whose regions are all stubbed can still serve other builds (the autograder builds its
+# framework from one, so that no solution is compiled where a submission can reach it): it is told
+# its student files, which its markers no longer show.
+set(CLOCKWORK_STUDENT_FILES "" CACHE STRING
+    "For a tree whose solution regions are stubbed: its student files (clockwork-handout --list-student-files of the solution tree), ';'-separated")
+
 # The student files: the files of this tree with solution regions (`// BEGIN SOLUTION(mN)`), as
 # clockwork-handout --list-student-files prints them. A copy whose regions are stubbed (a handout,
-# a grading tree) has no markers left, so a build that reuses another takes that build's list.
+# a grading tree) has no markers left, so a build that reuses another takes that build's list,
+# and a stubbed tree built on its own is given it (CLOCKWORK_STUDENT_FILES).
 function(_clockwork_student_files out)
   if(CLOCKWORK_FRAMEWORK_BUILD)
     set(${out} "${CLOCKWORK_PREBUILT_STUDENT_FILES}" PARENT_SCOPE)
+    return()
+  endif()
+  if(CLOCKWORK_STUDENT_FILES)
+    foreach(rel IN LISTS CLOCKWORK_STUDENT_FILES)
+      if(NOT EXISTS ${PROJECT_SOURCE_DIR}/${rel})
+        message(FATAL_ERROR "CLOCKWORK_STUDENT_FILES names ${rel}, which this tree does not have")
+      endif()
+    endforeach()
+    set(${out} "${CLOCKWORK_STUDENT_FILES}" PARENT_SCOPE)
     return()
   endif()
   file(GLOB_RECURSE candidates RELATIVE ${PROJECT_SOURCE_DIR} LIST_DIRECTORIES false
@@ -179,17 +195,18 @@ function(clockwork_finalize_framework)
                        "[${CMAKE_CUDA_FLAGS} ${CMAKE_CUDA_FLAGS_${config}}] ${archs}")
   endif()
 
+  string(CONCAT manifest
+    "# Written by Clockwork's configure step: the objects of each target of this build, for builds\n"
+    "# that reuse them (CLOCKWORK_FRAMEWORK_BUILD). See cmake/ClockworkPrebuilt.cmake.\n"
+    "set(CLOCKWORK_PREBUILT_SOURCE_DIR \"${PROJECT_SOURCE_DIR}\")\n"
+    "set(CLOCKWORK_PREBUILT_BUILD_TYPE \"${CMAKE_BUILD_TYPE}\")\n"
+    "set(CLOCKWORK_PREBUILT_COMPILER \"${compiler}\")\n"
+    "set(CLOCKWORK_PREBUILT_FLAGS \"${flags}\")\n"
+    "set(CLOCKWORK_PREBUILT_CUDA \"${cuda}\")\n"
+    "set(CLOCKWORK_PREBUILT_STUDENT_FILES \"${students}\")\n"
+    "set(CLOCKWORK_PREBUILT_TARGETS \"${shareable}\")\n")
   if(NOT CLOCKWORK_FRAMEWORK_BUILD)
-    string(CONCAT content
-      "# Written by Clockwork's configure step: the objects of each target of this build, for builds\n"
-      "# that reuse them (CLOCKWORK_FRAMEWORK_BUILD). See cmake/ClockworkPrebuilt.cmake.\n"
-      "set(CLOCKWORK_PREBUILT_SOURCE_DIR \"${PROJECT_SOURCE_DIR}\")\n"
-      "set(CLOCKWORK_PREBUILT_BUILD_TYPE \"${CMAKE_BUILD_TYPE}\")\n"
-      "set(CLOCKWORK_PREBUILT_COMPILER \"${compiler}\")\n"
-      "set(CLOCKWORK_PREBUILT_FLAGS \"${flags}\")\n"
-      "set(CLOCKWORK_PREBUILT_CUDA \"${cuda}\")\n"
-      "set(CLOCKWORK_PREBUILT_STUDENT_FILES \"${students}\")\n"
-      "set(CLOCKWORK_PREBUILT_TARGETS \"${shareable}\")\n")
+    set(content "${manifest}")
     foreach(t IN LISTS shareable)
       string(APPEND content "set(CLOCKWORK_PREBUILT_OBJECTS_${t} \"$<TARGET_OBJECTS:${t}>\")\n")
     endforeach()
@@ -294,6 +311,7 @@ function(clockwork_finalize_framework)
         endif()
       endif()
     endforeach()
+    set(_clockwork_reused_${t} "${objects}")
     if(NOT objects)
       continue()
     endif()
@@ -354,4 +372,26 @@ function(clockwork_finalize_framework)
   endif()
   message(STATUS "Reusing ${n_reused} objects of ${CLOCKWORK_FRAMEWORK_BUILD}; "
                  "${n_compiled} source files differ from it or have no object there and are compiled")
+
+  # This build can serve others in turn: a tree with every region stubbed, built on the solution
+  # tree's objects, is the autograder's framework without any solution compiled into it (the
+  # Gradescope package's test builds it so). Its manifest lists, per target, the objects it takes
+  # from the other build and those it compiles, and names that build (whose programs list the same
+  # tests); its clockwork_framework builds the libraries, where the student files are, since its
+  # programs' objects are the other build's.
+  set(content "${manifest}set(CLOCKWORK_PREBUILT_BASE \"${CLOCKWORK_FRAMEWORK_BUILD}\")\n")
+  set(libraries "")
+  foreach(t IN LISTS shareable)
+    string(APPEND content "set(CLOCKWORK_PREBUILT_OBJECTS_${t} \"${_clockwork_reused_${t}};$<TARGET_OBJECTS:${t}>\")\n")
+    get_target_property(type ${t} TYPE)
+    get_target_property(excluded ${t} EXCLUDE_FROM_ALL)
+    if(NOT type STREQUAL "EXECUTABLE" AND NOT excluded)
+      list(APPEND libraries ${t})
+    endif()
+  endforeach()
+  file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/clockwork-framework.cmake CONTENT "${content}")
+  add_custom_target(clockwork_framework)
+  if(libraries)
+    add_dependencies(clockwork_framework ${libraries})
+  endif()
 endfunction()

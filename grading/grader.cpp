@@ -373,6 +373,34 @@ class ReportFile {
   int fd_ = -1;
 };
 
+// The hidden tests' secret seed on its way to one run: a pipe whose read end the run inherits
+// (its number in CLOCKWORK_SEED_FD, which is no secret) and whose write end is closed once the seed
+// is in it, before the run starts. The seed is never in a child's environment or arguments, where
+// the submission's own code could read it (getenv, /proc/self/environ, /proc/self/cmdline); the
+// hidden tests take it from the pipe before that code runs (grading/hidden/seed_channel.cpp).
+class SeedPipe {
+ public:
+  explicit SeedPipe(const std::string& seed) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) throw GraderError(std::string("cannot create a pipe: ") + std::strerror(errno));
+    read_fd_ = fds[0];
+    // A few bytes always fit in an empty pipe: this write never blocks.
+    const ssize_t n = write(fds[1], seed.data(), seed.size());
+    close(fds[1]);
+    if (n != static_cast<ssize_t>(seed.size())) {
+      close(read_fd_);
+      throw GraderError("cannot write the hidden tests' seed into its pipe");
+    }
+  }
+  ~SeedPipe() { close(read_fd_); }
+  SeedPipe(const SeedPipe&) = delete;
+  SeedPipe& operator=(const SeedPipe&) = delete;
+  int fd() const { return read_fd_; }
+
+ private:
+  int read_fd_ = -1;
+};
+
 struct Pipeline {
   const GradeOptions& opt;
   Rubric rubric;
@@ -436,11 +464,32 @@ struct Pipeline {
     framework = fw;
   }
 
+  // A value the framework build's manifest sets ("" when it sets none).
+  std::string manifest_value(const std::string& name) const {
+    std::error_code ec;
+    if (!fs::is_regular_file(framework / "clockwork-framework.cmake", ec)) return "";
+    const std::string manifest = handout::read_file(framework / "clockwork-framework.cmake");
+    const std::string key = "set(" + name + " \"";
+    const size_t at = manifest.find(key);
+    if (at == std::string::npos) return "";
+    const size_t end = manifest.find('"', at + key.size());
+    return end == std::string::npos ? "" : manifest.substr(at + key.size(), end - at - key.size());
+  }
+
+  // The tree the framework build was configured from, as its manifest says ("" when unknown).
+  fs::path framework_source_dir() const {
+    const std::string dir = manifest_value("CLOCKWORK_PREBUILT_SOURCE_DIR");
+    std::error_code ec;
+    return dir.empty() ? fs::path() : fs::weakly_canonical(dir, ec);
+  }
+
   // With a student user, what a submission must not read is made unreadable to it (the owner,
   // root, keeps every right): in the solution tree, the solution versions of the student files and
-  // the instructor-only files (hidden tests, their rubric); in the framework build, the rewritten
-  // solution sources and the objects compiled from student files, unless the submitted file is the
-  // solution itself (the grading build then reuses its object, and the student already has it);
+  // the instructor-only files (hidden tests, their rubric), also in the framework build's own tree
+  // when that is a stubbed copy; in the framework build, the rewritten sources and the objects
+  // compiled from student files, unless the submitted file is what that build compiled (the
+  // solution, or the stub when the framework was built from a stubbed tree: the grading build then
+  // reuses its object, and the student already has the file);
   // in the tree copy, the hidden tests' sources and rubric when the framework build's objects of
   // them are reused (the grading build then never reads them). The framework's own objects and
   // programs, which the grading links, stay readable.
@@ -462,17 +511,24 @@ struct Pipeline {
       if (handout::is_instructor_only(f.path, f.content)) instructor.push_back(f.path);
       if (!rubric.is_student_file(f.path)) filenames_elsewhere.insert(fs::path(f.path).filename().string());
     }
-    std::set<std::string> submitted_solution;  // student files submitted exactly as the solution has them
+    // The tree the framework build compiled: the solution tree, or a copy with every region stubbed.
+    const fs::path framework_source = framework.empty() ? fs::path() : framework_source_dir();
+    const fs::path built_from = framework_source.empty() ? source : framework_source;
+    // Student files submitted exactly as the framework build compiled them: their objects are
+    // reused, and hold nothing the student does not have.
+    std::set<std::string> submitted_as_built;
     for (const std::string& path : rubric.student_files) {
       const handout::TreeFile* f = tree.find(path);
       std::error_code ec;
-      if (f && fs::is_regular_file(source / path, ec) && handout::read_file(source / path) == f->content) {
-        submitted_solution.insert(path);
+      if (f && fs::is_regular_file(built_from / path, ec) && handout::read_file(built_from / path) == f->content) {
+        submitted_as_built.insert(path);
       }
       hide(source / path);
     }
     for (const std::string& path : instructor) {
       hide(source / path);
+      // The framework build's own tree (a stubbed copy with the hidden tests) keeps them too.
+      if (!framework_source.empty() && framework_source != source) hide(framework_source / path);
       if (!framework.empty() && fs::path(path).filename() != "CMakeLists.txt") hide(tree_dir / path);
     }
     if (framework.empty()) return;
@@ -495,7 +551,7 @@ struct Pipeline {
         const std::string file = fs::path(student).filename().string();
         if (rel.find(student + ".") != std::string::npos ||
             (name.rfind(file + ".", 0) == 0 && filenames_elsewhere.count(file) == 0)) {
-          if (submitted_solution.count(student)) {
+          if (submitted_as_built.count(student)) {
             reveal(it->path());
           } else {
             hide(it->path());
@@ -527,8 +583,8 @@ struct Pipeline {
 
   bool configure_with(const fs::path& fw) {
     // Builds compile student code, which may read the environment of the compiler (an #include of
-    // /proc/self/environ shows it in the error messages): the seed is never in it.
-    build_env["CLOCKWORK_HIDDEN_SEED"] = std::nullopt;
+    // /proc/self/environ shows it in the error messages): no seed is ever in it.
+    for (const char* v : {"CLOCKWORK_HIDDEN_SEED", "CLOCKWORK_SEED", "CLOCKWORK_SEED_FD"}) build_env[v] = std::nullopt;
     std::vector<std::string> argv = {opt.cmake, "-S", tree_dir.string(), "-B", build_dir.string(),
                                      "-DCLOCKWORK_FRAMEWORK_BUILD=" + fw.string()};
     // Reused objects fix the build type (the framework's); otherwise the project's default.
@@ -644,6 +700,89 @@ struct Pipeline {
     top << "Leaderboard: " << board.size() << " figures from the benchmark (" << static_cast<long>(run.seconds + 0.5)
         << " s).\n";
     return board;
+  }
+
+  // The cases each rubric test selects, as the framework build's own test programs list them:
+  // those hold no student code, whereas a program of the grading build runs the submission's
+  // static initialisers first, which could make it list anything. nullopt where no list could be
+  // had (no framework build to reuse, or its program is missing or failed to list).
+  std::vector<std::optional<std::vector<std::string>>> expected_cases(const std::vector<std::string>& test_of) {
+    std::vector<std::optional<std::vector<std::string>>> expected(rubric.tests.size());
+    if (framework.empty()) {
+      std::cerr << "clockwork-grade: no framework build to list the rubric's test cases from; a run is not "
+                   "checked for cases left out\n";
+      return expected;
+    }
+    std::vector<handout::CtestTest> listed = handout::list_ctest_tests(opt.ctest, framework);
+    // A framework build made on top of another one builds its libraries only, and its programs
+    // are not linked: that other build's programs, compiled from the same test sources, list the
+    // same cases (framework builds both, without student code).
+    const bool unlinked = std::any_of(test_of.begin(), test_of.end(), [&](const std::string& name) {
+      return !name.empty() && std::none_of(listed.begin(), listed.end(), [&](const handout::CtestTest& c) {
+        return c.name == name && !c.command.empty();
+      });
+    });
+    if (unlinked) {
+      const std::string base = manifest_value("CLOCKWORK_PREBUILT_BASE");
+      if (!base.empty() && fs::exists(fs::path(base) / "CTestTestfile.cmake")) {
+        for (handout::CtestTest& c : handout::list_ctest_tests(opt.ctest, base)) {
+          auto it = std::find_if(listed.begin(), listed.end(), [&](const handout::CtestTest& l) { return l.name == c.name; });
+          if (it == listed.end()) {
+            listed.push_back(std::move(c));
+          } else if (it->command.empty()) {
+            *it = std::move(c);
+          }
+        }
+      }
+    }
+    // One listing of every case per program (loading a program that links libtorch takes a
+    // second or two); each rubric test's filter is then applied to it.
+    std::map<std::string, std::optional<std::vector<std::string>>> known;
+    for (size_t i = 0; i < rubric.tests.size(); ++i) {
+      const RubricTest& t = rubric.tests[i];
+      if (test_of[i].empty()) continue;  // no program at all: the run reports it
+      auto k = known.find(test_of[i]);
+      if (k == known.end()) k = known.emplace(test_of[i], list_cases(listed, test_of[i])).first;
+      if (!k->second) continue;
+      std::vector<std::string> selected;
+      for (const std::string& name : *k->second) {
+        // The listing includes disabled cases, which never run.
+        const bool disabled = name.rfind("DISABLED_", 0) == 0 || name.find(".DISABLED_") != std::string::npos;
+        if (!disabled && filter_selects(t.filter, name)) selected.push_back(name);
+      }
+      expected[i] = std::move(selected);
+    }
+    return expected;
+  }
+
+  // Every case of the framework build's program for the ctest test `test`, or nullopt.
+  std::optional<std::vector<std::string>> list_cases(const std::vector<handout::CtestTest>& listed,
+                                                     const std::string& test) {
+    auto it = std::find_if(listed.begin(), listed.end(),
+                           [&](const handout::CtestTest& c) { return c.name == test && !c.command.empty(); });
+    std::optional<std::vector<std::string>> names;
+    if (it != listed.end()) {
+      handout::RunOptions r;
+      r.argv = it->command;
+      r.argv.push_back("--gtest_filter=*");  // overrides a filter of the ctest command itself
+      r.argv.push_back("--gtest_list_tests");
+      r.cwd = it->working_directory.empty() ? framework : it->working_directory;
+      for (const char* v : {"GTEST_FILTER", "GTEST_ALSO_RUN_DISABLED_TESTS", "CLOCKWORK_SEED", "CLOCKWORK_SEED_FD"}) {
+        r.env[v] = std::nullopt;
+      }
+      r.timeout_s = std::min(120.0, std::max(1.0, time_left()));
+      r.max_output = 4 * 1024 * 1024;
+      const handout::RunResult run = handout::run_process(r);
+      if (run.succeeded() && run.output_bytes <= r.max_output) names = parse_test_listing(run.output);
+      if (!names) {
+        std::cerr << "clockwork-grade: " << it->name << " of the framework build could not list its tests ("
+                  << run.describe() << "); its runs are not checked for cases left out\n";
+      }
+    } else {
+      std::cerr << "clockwork-grade: the framework build has no program for " << test
+                << "; its runs are not checked for cases left out\n";
+    }
+    return names;
   }
 
   // Reused test objects were compiled in the solution tree, whose paths they print the same way.
@@ -817,6 +956,8 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
     }
     p.top << "Build: " << static_cast<long>(seconds + 0.5) << " s.\n";
   }
+  const auto expected = p.expected_cases(test_of);
+  phase("listing the rubric's test cases");
   // Listed again: ctest gives the command of a test only once its program exists.
   const std::vector<handout::CtestTest> built = handout::list_ctest_tests(opt.ctest, p.build_dir);
   std::vector<const handout::CtestTest*> binary_of(p.rubric.tests.size(), nullptr);
@@ -846,7 +987,7 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
     r.keep_fds = {report_fd.fd()};
     r.cwd = c->working_directory.empty() ? p.build_dir : c->working_directory;
     // The grader's own environment must not steer the tests (the test's own does: a checked run
-    // sets CUDASIM_CHECK and CUDASIM_ORDER).
+    // sets CUDASIM_CHECK and CUDASIM_ORDER), and no seed goes through it.
     for (const char* v : {"GTEST_FILTER", "GTEST_OUTPUT", "GTEST_REPEAT", "GTEST_SHUFFLE", "GTEST_BREAK_ON_FAILURE",
                           "GTEST_ALSO_RUN_DISABLED_TESTS", "CLOCKWORK_HIDDEN_SEED", "CUDASIM_CHECK", "CUDASIM_ORDER"}) {
       r.env[v] = std::nullopt;
@@ -855,7 +996,14 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
       const size_t eq = e.find('=');
       if (eq != std::string::npos) r.env[e.substr(0, eq)] = e.substr(eq + 1);
     }
-    r.env["CLOCKWORK_SEED"] = t.hidden ? std::optional<std::string>(p.seed) : std::nullopt;
+    r.env["CLOCKWORK_SEED"] = std::nullopt;
+    r.env["CLOCKWORK_SEED_FD"] = std::nullopt;
+    std::optional<SeedPipe> seed_pipe;
+    if (t.hidden) {
+      seed_pipe.emplace(p.seed);
+      r.keep_fds.push_back(seed_pipe->fd());
+      r.env["CLOCKWORK_SEED_FD"] = std::to_string(seed_pipe->fd());
+    }
     r.timeout_s = t.timeout_s > 0 && opt.timeout_s <= 0 ? t.timeout_s : p.rubric.timeout_s;
     r.timeout_s = std::min(r.timeout_s, std::max(1.0, p.time_left()));
     r.output_file = p.reports_dir / (std::to_string(i) + suffix + ".log");
@@ -872,8 +1020,10 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
     const handout::GtestReport parsed = handout::read_gtest_report(report);
     TestOutcome o = judge_run(t, run, parsed);
     if (o.passed) {
-      // The report is believed only where it agrees with what the grader saw of the run.
-      const std::string disagreement = report_disagreement(parsed, cases_passed_in_output(r.output_file));
+      // The report is believed only where it agrees with what the grader saw of the run, and
+      // holds every case the rubric test selects.
+      std::string disagreement = report_disagreement(parsed, cases_passed_in_output(r.output_file));
+      if (disagreement.empty() && expected[i]) disagreement = missing_cases(parsed, *expected[i]);
       if (!disagreement.empty()) {
         o.passed = false;
         o.output = disagreement + "\n" + o.output;

@@ -68,8 +68,10 @@ int main(int argc, char** argv) {
   o.deadline_s = 2100;
   fs::path out;
   if (const char* s = std::getenv("CLOCKWORK_HIDDEN_SEED")) o.seed = s;
-  // No child inherits it: builds compile student code, which could read their environment.
-  unsetenv("CLOCKWORK_HIDDEN_SEED");
+  // No child inherits it (nor a test seed the grader was started with): builds and test runs
+  // execute student code, which could read their environment. The hidden tests get the seed
+  // through a pipe instead (grader.cpp, SeedPipe).
+  for (const char* v : {"CLOCKWORK_HIDDEN_SEED", "CLOCKWORK_SEED", "CLOCKWORK_SEED_FD"}) unsetenv(v);
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : std::string(); };

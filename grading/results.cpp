@@ -90,6 +90,102 @@ std::string report_disagreement(const handout::GtestReport& report, const std::s
   return out.str();
 }
 
+std::vector<std::string> parse_test_listing(const std::string& listing) {
+  std::vector<std::string> names;
+  std::istringstream in(listing);
+  std::string line, suite;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.rfind("  ", 0) == 0) {
+      if (suite.empty()) continue;
+      std::string name = line.substr(2);
+      const size_t comment = name.find("  #");
+      if (comment != std::string::npos) name.erase(comment);
+      while (!name.empty() && name.back() == ' ') name.pop_back();
+      if (!name.empty() && name.find(' ') == std::string::npos) names.push_back(suite + name);
+      continue;
+    }
+    // A suite line: "Suite." alone, or followed by a type-parameter comment.
+    const size_t comment = line.find("  #");
+    const std::string head = line.substr(0, comment);
+    suite = !head.empty() && head.back() == '.' && head.find(' ') == std::string::npos ? head : std::string();
+  }
+  return names;
+}
+
+namespace {
+
+// Glob matching with '*' and '?', iteratively (a pattern cannot make it recurse).
+bool glob_matches(const std::string& pattern, const std::string& text) {
+  size_t p = 0, t = 0, star = std::string::npos, resume = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
+      ++p;
+      ++t;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = t;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      t = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+bool any_pattern_matches(const std::string& patterns, const std::string& name) {
+  size_t start = 0;
+  while (true) {
+    const size_t colon = patterns.find(':', start);
+    if (glob_matches(patterns.substr(start, colon - start), name)) return true;
+    if (colon == std::string::npos) return false;
+    start = colon + 1;
+  }
+}
+
+}  // namespace
+
+bool filter_selects(const std::string& filter, const std::string& name) {
+  const size_t dash = filter.find('-');
+  const std::string positive = filter.substr(0, dash);
+  const std::string negative = dash == std::string::npos ? std::string() : filter.substr(dash + 1);
+  if (!any_pattern_matches(positive.empty() ? "*" : positive, name)) return false;
+  return negative.empty() || !any_pattern_matches(negative, name);
+}
+
+std::string missing_cases(const handout::GtestReport& report, const std::vector<std::string>& expected) {
+  std::set<std::string> passed;
+  for (const handout::CaseResult& c : report.cases) {
+    if (c.passed()) passed.insert(c.name);
+  }
+  std::vector<std::string> missing;
+  for (const std::string& name : expected) {
+    if (passed.count(name) == 0) missing.push_back(name);
+  }
+  if (missing.empty()) return "";
+  std::ostringstream out;
+  out << "This item runs " << expected.size() << " test case" << (expected.size() == 1 ? "" : "s")
+      << ", but the report shows " << missing.front();
+  if (missing.size() > 1) out << " and " << missing.size() - 1 << " other" << (missing.size() > 2 ? "s" : "");
+  out << " never passing: " << (missing.size() == 1 ? "it was" : "they were")
+      << " not run (something changed which tests run: the test filter, or the tests GoogleTest knows). Every "
+         "case of an item must run and pass to earn its points.\n";
+  const std::set<std::string> wanted(expected.begin(), expected.end());
+  std::vector<std::string> others;
+  for (const std::string& name : passed) {
+    if (wanted.count(name) == 0) others.push_back(name);
+  }
+  if (!others.empty()) {
+    out << "The report shows other cases instead: ";
+    for (size_t i = 0; i < others.size() && i < 5; ++i) out << (i ? ", " : "") << others[i];
+    out << (others.size() > 5 ? ", ...\n" : "\n");
+  }
+  return out.str();
+}
+
 TestOutcome not_run(const std::string& why) {
   TestOutcome o;
   o.output = why;

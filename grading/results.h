@@ -47,6 +47,24 @@ std::set<std::string> cases_passed_in_output(const std::filesystem::path& log);
 /// message for the student.
 std::string report_disagreement(const handout::GtestReport& report, const std::set<std::string>& passed_in_output);
 
+/// The test cases a GoogleTest program lists with --gtest_list_tests ("Suite." lines, each
+/// followed by indented "Case" lines; value-parameterised cases carry a "# GetParam() = ..."
+/// comment, which is dropped), as "Suite.Case" names in listing order. Lines of other output are
+/// ignored.
+std::vector<std::string> parse_test_listing(const std::string& listing);
+
+/// Whether GoogleTest's --gtest_filter=`filter` selects the case `name` ("Suite.Case"): positive
+/// patterns separated by ':', then optionally '-' and negative ones; '*' matches any text and
+/// '?' one character; an empty positive part selects everything.
+bool filter_selects(const std::string& filter, const std::string& name);
+
+/// Cross-checks the report of a run that passed against the cases its rubric test selects, as a
+/// build without student code lists them (`expected`): every one must be in the report, run and
+/// passed. A submission that changes which tests run (rewriting the filter, registering tests of
+/// its own) leaves some out. "" when none is missing, else the failure message for the student,
+/// naming the first missing case.
+std::string missing_cases(const handout::GtestReport& report, const std::vector<std::string>& expected);
+
 TestOutcome not_run(const std::string& why);
 
 /// The GoogleTest case that started last and never finished in `output` (the text GoogleTest

@@ -6,8 +6,12 @@
 #             which leaves out the documentation tools), and NVIDIA's CUDA header wheels when the
 #             CUDA toolkit is not installed (the Makefile's `deps` fetches them)
 #   build     configures the solution tree (source/ of the zip) with the cpu-only preset, or the
-#             gpu preset, and builds the grader (clockwork-grade) and the framework whose objects
-#             every grading reuses, so that a grading compiles only the student's files
+#             gpu preset, and builds the grader (clockwork-grade) and the handout generator there,
+#             and nothing else of it. The framework whose objects every grading reuses (so that a
+#             grading compiles only the student's files) is built from a copy of the solution tree
+#             with every solution region replaced by its stub, hidden tests kept: no solution is
+#             ever compiled, so none is in an object, archive or program a submission links or
+#             can read. The hidden tests and their rubric are left readable to root only.
 #
 # usage: setup.sh [--packages-only | --build-only] [--gpu]
 #
@@ -20,10 +24,13 @@
 #   CLOCKWORK_SOURCE           the solution tree: $AUTOGRADER_ROOT/source/source
 #   CLOCKWORK_BUILD            its build folder: $CLOCKWORK_SOURCE/build. One that already exists is
 #                              configured again and brought up to date, not rebuilt from scratch.
+#   CLOCKWORK_FRAMEWORK_TREE   the stubbed copy the framework is built from: $AUTOGRADER_ROOT/framework,
+#                              built in its build/ folder (kept up to date when set up again)
 #   CLOCKWORK_PRESET           cpu-only (the default unless packed for the GPU), or gpu (--gpu)
 #   CLOCKWORK_FRAMEWORK_BUILD  an already built solution tree (of identical framework files) whose
-#                              objects this build reuses: only the grader is built then, and
-#                              run_autograder must be given the same variable
+#                              objects both builds reuse, so that only the grader and the stubs
+#                              compile (for tests of this package; the stubbed build still serves
+#                              the gradings)
 #   CLOCKWORK_CMAKE_ARGS       more configure arguments, e.g. -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 #   CLOCKWORK_JOBS             parallel build jobs (default: one per CPU)
 set -eu
@@ -52,6 +59,7 @@ fi
 AUTOGRADER_ROOT=${AUTOGRADER_ROOT:-/autograder}
 CLOCKWORK_SOURCE=${CLOCKWORK_SOURCE:-$AUTOGRADER_ROOT/source/source}
 CLOCKWORK_BUILD=${CLOCKWORK_BUILD:-$CLOCKWORK_SOURCE/build}
+CLOCKWORK_FRAMEWORK_TREE=${CLOCKWORK_FRAMEWORK_TREE:-$AUTOGRADER_ROOT/framework}
 CLOCKWORK_PRESET=${CLOCKWORK_PRESET:-cpu-only}
 CLOCKWORK_FRAMEWORK_BUILD=${CLOCKWORK_FRAMEWORK_BUILD:-}
 CLOCKWORK_CMAKE_ARGS=${CLOCKWORK_CMAKE_ARGS:-}
@@ -77,18 +85,35 @@ packages() {
 }
 
 build() {
-  local started targets
+  local started handout students headers framework_build
   started=$(date +%s)
+  # The solution tree: the grader and the handout generator only (no kernel compiles there).
   # Word splitting of CLOCKWORK_CMAKE_ARGS is wanted: it holds several arguments.
   # shellcheck disable=SC2086
   cmake --preset "$CLOCKWORK_PRESET" -S "$CLOCKWORK_SOURCE" -B "$CLOCKWORK_BUILD" \
     ${CLOCKWORK_FRAMEWORK_BUILD:+"-DCLOCKWORK_FRAMEWORK_BUILD=$CLOCKWORK_FRAMEWORK_BUILD"} $CLOCKWORK_CMAKE_ARGS
-  # A build that reuses another one's framework has no framework of its own to build.
-  targets="clockwork-grade"
-  [ -n "$CLOCKWORK_FRAMEWORK_BUILD" ] || targets="$targets clockwork_framework"
+  cmake --build "$CLOCKWORK_BUILD" -j "$CLOCKWORK_JOBS" --target clockwork-grade clockwork-handout
+
+  # The framework: the tree a grading starts from (every region stubbed, the hidden tests in),
+  # told which files are the students' since its markers are gone, and built against the same
+  # CUDA headers as the solution tree.
+  handout=$CLOCKWORK_BUILD/bin/clockwork-handout
+  "$handout" --milestone 1 --solutions-through 0 --instructor --update --quiet \
+    --source "$CLOCKWORK_SOURCE" --out "$CLOCKWORK_FRAMEWORK_TREE"
+  students=$("$handout" --list-student-files --source "$CLOCKWORK_SOURCE" | cut -d' ' -f1 | paste -sd ';' -)
+  headers=$(sed -n 's/^CLOCKWORK_CUDA_HEADERS:[A-Z]*=//p' "$CLOCKWORK_BUILD/CMakeCache.txt")
+  framework_build=$CLOCKWORK_FRAMEWORK_TREE/build
   # shellcheck disable=SC2086
-  cmake --build "$CLOCKWORK_BUILD" -j "$CLOCKWORK_JOBS" --target $targets
-  echo "setup.sh: built $targets in $CLOCKWORK_BUILD ($CLOCKWORK_PRESET preset) in $(($(date +%s) - started)) s"
+  cmake --preset "$CLOCKWORK_PRESET" -S "$CLOCKWORK_FRAMEWORK_TREE" -B "$framework_build" \
+    "-DCLOCKWORK_STUDENT_FILES=$students" ${headers:+"-DCLOCKWORK_CUDA_HEADERS=$headers"} \
+    ${CLOCKWORK_FRAMEWORK_BUILD:+"-DCLOCKWORK_FRAMEWORK_BUILD=$CLOCKWORK_FRAMEWORK_BUILD"} $CLOCKWORK_CMAKE_ARGS
+  cmake --build "$framework_build" -j "$CLOCKWORK_JOBS" --target clockwork_framework
+  # The grader hides the hidden tests from the student user at every grading too; this covers
+  # the time before the first one.
+  chmod -R go-rwx "$CLOCKWORK_FRAMEWORK_TREE/grading/hidden" "$CLOCKWORK_FRAMEWORK_TREE/grading/rubric-hidden.json" \
+    "$CLOCKWORK_SOURCE/grading/hidden" "$CLOCKWORK_SOURCE/grading/rubric-hidden.json"
+  echo "setup.sh: built the grader in $CLOCKWORK_BUILD and the framework from the stubbed tree" \
+    "$CLOCKWORK_FRAMEWORK_TREE in $framework_build ($CLOCKWORK_PRESET preset) in $(($(date +%s) - started)) s"
 }
 
 [ $do_packages = no ] || packages

@@ -5,9 +5,13 @@
 // solved, with later milestones' stubs) into <root>/results/results.json, which must be valid for
 // Gradescope and score exactly milestone 1's public and hidden points.
 //
+// The framework the grading reuses must be built from the stubbed tree (<root>/framework), never
+// from the solution: no solution text and no object compiled from it is there.
+//
 // Every path reaches the scripts through their variables (AUTOGRADER_ROOT, CLOCKWORK_BUILD, ...).
 // To stay fast, setup.sh reuses the framework objects of this build (CLOCKWORK_FRAMEWORK_BUILD)
-// instead of compiling the framework again, and the grading's work folder is kept between runs.
+// for every file the stubbed tree shares with it, compiling only the stubs, and the stubbed tree,
+// its build and the grading's work folder are kept between runs.
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -170,6 +174,42 @@ TEST_F(AutograderPackage, GradesASubmissionAsGradescopeWould) {
   EXPECT_NE(r.output.find("Reusing"), std::string::npos) << "setup.sh did not reuse the framework build:\n"
                                                           << r.output;
   ASSERT_TRUE(executable(root_ / "setup-build/bin/clockwork-grade"));
+
+  // The framework setup.sh built: the stubbed tree, hidden tests in and for root only, with a
+  // build whose manifest names that tree and whose student-file objects are the stubs'.
+  const fs::path framework = root_ / "framework";
+  handout::TreeOptions stubbed;
+  stubbed.source = tree;
+  stubbed.stub_from = 1;
+  stubbed.instructor = true;
+  const handout::Tree expected_framework = handout::generate_tree(stubbed);
+  ASSERT_TRUE(expected_framework.errors.empty());
+  size_t student_files = 0;
+  for (const handout::StudentFile& f : expected_framework.student_files()) {
+    ++student_files;
+    ASSERT_TRUE(fs::exists(framework / f.path)) << f.path;
+    const std::string text = handout::read_file(framework / f.path);
+    EXPECT_EQ(text, expected_framework.find(f.path)->content) << f.path << " is not the stub";
+    EXPECT_EQ(text.find("BEGIN SOLUTION"), std::string::npos) << f.path;
+  }
+  EXPECT_GT(student_files, 0u);
+  for (const char* instructor : {"grading/rubric-hidden.json", "grading/hidden/CMakeLists.txt"}) {
+    struct stat st {};
+    ASSERT_EQ(::stat((framework / instructor).c_str(), &st), 0) << instructor << " is not in the framework tree";
+    EXPECT_EQ(st.st_mode & 077, 0u) << instructor << " is readable by other users";
+  }
+  std::string manifest = handout::read_file(framework / "build/clockwork-framework.cmake");
+  for (size_t at = manifest.find("/./"); at != std::string::npos; at = manifest.find("/./", at)) {
+    manifest.replace(at, 3, "/");
+  }
+  EXPECT_NE(manifest.find("set(CLOCKWORK_PREBUILT_SOURCE_DIR \"" + framework.string() + "\")"), std::string::npos)
+      << manifest.substr(0, 2000);
+  // The kernels' objects the grading links were compiled from the stubs, in the framework's build.
+  const fs::path embedding_object =
+      framework / "build/kernels/CMakeFiles/clockwork_kernels_sim.dir/__/cudasim-gen/kernels/embedding.cu.cpp.o";
+  EXPECT_TRUE(fs::exists(embedding_object)) << embedding_object;
+  EXPECT_NE(manifest.find(embedding_object.string()), std::string::npos)
+      << "the manifest does not name the stub's object " << embedding_object;
 
   // 4. The submission: milestone 1 solved, the later milestones as handed out.
   handout::TreeOptions to;

@@ -459,6 +459,35 @@ class SkipAll : public ::testing::Environment {
   }
 }
 
+TEST_F(Cheat, RunsTestsOfItsOwn) {
+  // Registers a test of its own that passes and, before main(), rewrites the program's
+  // --gtest_filter to select it alone: the report then lists nothing but passes, every one started
+  // and shown in the output.
+  const fs::path sub = cheating_submission("cheat-own-tests", R"CHEAT(
+#include <gtest/gtest.h>
+#include <cstring>
+TEST(Forged, Passes) {}
+namespace {
+// The C library calls initialisers with the program's arguments, which are writable.
+[[gnu::constructor]] void select_forged(int argc, char** argv, char**) {
+  const char* flag = "--gtest_filter=";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], flag, std::strlen(flag)) == 0 && std::strlen(argv[i]) >= std::strlen(flag) + 8) {
+      std::strcpy(argv[i] + std::strlen(flag), "Forged.*");
+    }
+  }
+}
+}  // namespace
+)CHEAT");
+  const json results = grade_cheat(sub, 0);
+  for (const json& t : results["tests"]) {
+    EXPECT_EQ(t["status"], "failed");
+    const std::string out = t["output"];
+    EXPECT_NE(out.find("never passing"), std::string::npos) << t.dump(2);
+    EXPECT_NE(out.find("Forged.Passes"), std::string::npos) << "the cheat did not run: " << t.dump(2);
+  }
+}
+
 TEST_F(Cheat, SurvivorRewritesResults) {
   // A process that leaves its test (fork, setsid, fork) and, every half second for a minute,
   // says it is alive and tries to overwrite results.json with full marks.
@@ -592,6 +621,81 @@ struct Snoop {
   EXPECT_EQ(text.find(seed), std::string::npos) << "the seed is in results.json:\n" << results.dump(2);
   // The snooping ran and was shown (its output is the end of a crashed test's output).
   EXPECT_NE(text.find("/proc/"), std::string::npos) << results.dump(2);
+}
+
+TEST_F(Cheat, LooksForTheSeed) {
+  // With the hidden tests and a known seed: a static initialiser looks everywhere a seed handed to
+  // a child could be (CLOCKWORK_SEED, /proc/self/environ and cmdline, the descriptor named by
+  // CLOCKWORK_SEED_FD, and every other open pipe), prints it, and writes it reversed to a file
+  // outside the grading, where the grader's masking of the seed in its output cannot hide it.
+  const std::string seed = "918273645546372819";
+  const std::string found = marker("seed");
+  fs::remove(found);
+  const fs::path sub = cheating_submission("cheat-seed", R"CHEAT(
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <string>
+namespace {
+std::string slurp(const char* path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (char& c : text) if (c == '\0') c = ' ';
+  return text;
+}
+std::string drain(int fd) {
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  char buf[256];
+  const ssize_t n = read(fd, buf, sizeof buf);
+  return n < 0 ? std::string("error: ") + std::strerror(errno) : std::string(buf, static_cast<size_t>(n));
+}
+struct Look {
+  Look() {
+    std::string all;
+    if (const char* s = std::getenv("CLOCKWORK_SEED")) all += "CLOCKWORK_SEED=" + std::string(s) + "\n";
+    all += "environ: " + slurp("/proc/self/environ") + "\n";
+    all += "cmdline: " + slurp("/proc/self/cmdline") + "\n";
+    if (const char* fd = std::getenv("CLOCKWORK_SEED_FD")) {
+      all += "seed fd " + std::string(fd) + ": " + drain(std::atoi(fd)) + "\n";
+    }
+    for (int fd = 3; fd < 256; ++fd) {
+      struct stat st{};
+      if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) all += "pipe " + std::to_string(fd) + ": " + drain(fd) + "\n";
+    }
+    std::cout << all << std::flush;
+    std::reverse(all.begin(), all.end());
+    std::ofstream(")CHEAT" + found + R"CHEAT(", std::ios::app) << all << "\n----\n";
+  }
+} look;
+}  // namespace
+)CHEAT");
+  const fs::path hidden_rubric = work_ / "cheat-hidden-rubric.json";
+  std::ofstream(hidden_rubric) << R"({"milestones": [{"milestone": 1, "tests": [
+      {"name": "hidden embedding", "binary": "hidden_kernels", "filter": "HiddenEmbedding.*", "points": 1,
+       "visibility": "after_due_date"}]}]})";
+  const json results =
+      grade_cheat(sub, 0, {"--hidden", "--hidden-rubric", hidden_rubric.string(), "--seed", seed});
+  const std::string text = results.dump();
+  EXPECT_EQ(text.find(seed), std::string::npos) << "the seed is in results.json:\n" << results.dump(2);
+  ASSERT_TRUE(fs::exists(found)) << "the cheat never ran";
+  std::string what = handout::read_file(found);
+  fs::remove(found);
+  std::reverse(what.begin(), what.end());
+  EXPECT_EQ(what.find(seed), std::string::npos) << "the submission found the seed:\n" << what;
+  // It did look in the hidden tests' run, which had a channel, found it closed, and the hidden
+  // tests still drew their data from the secret seed (the stub fails them with that note).
+  EXPECT_NE(what.find("seed fd "), std::string::npos) << what;
+  const json& hidden = test_named(results, "hidden embedding");
+  EXPECT_EQ(hidden["status"], "failed");
+  EXPECT_NE(hidden["output"].get<std::string>().find("drawn from the autograder's secret seed"), std::string::npos)
+      << hidden.dump(2);
 }
 
 TEST_F(Cheat, IncludesSolutionFiles) {

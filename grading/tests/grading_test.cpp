@@ -238,6 +238,55 @@ TEST(Verdict, ReportMustAgreeWithTheRun) {
   EXPECT_EQ(report_disagreement(handout::parse_gtest_report(kFailReport), {}).find("TiledB"), std::string::npos);
 }
 
+TEST(Verdict, ListedCases) {
+  // What --gtest_list_tests prints, with a line of other output before it, typed and
+  // value-parameterised suites included.
+  const std::string listing =
+      "cudasim: 8 worker threads\n"
+      "Matmul.\n"
+      "  TiledA\n"
+      "  TiledB\n"
+      "Typed/0.  # TypeParam = float\n"
+      "  Works\n"
+      "Shapes/Param.\n"
+      "  Case/0  # GetParam() = (1, 2)\n"
+      "  Case/1  # GetParam() = (3, 4)\n";
+  EXPECT_EQ(parse_test_listing(listing),
+            (std::vector<std::string>{"Matmul.TiledA", "Matmul.TiledB", "Typed/0.Works", "Shapes/Param.Case/0",
+                                      "Shapes/Param.Case/1"}));
+  EXPECT_TRUE(parse_test_listing("").empty());
+}
+
+TEST(Verdict, FilterSelectsAsGoogleTestDoes) {
+  EXPECT_TRUE(filter_selects("Matmul.TiledA", "Matmul.TiledA"));
+  EXPECT_FALSE(filter_selects("Matmul.TiledA", "Matmul.TiledAB"));
+  EXPECT_TRUE(filter_selects("Matmul.*", "Matmul.TiledB"));
+  EXPECT_FALSE(filter_selects("Matmul.*", "MatmulF32.Tiled"));
+  EXPECT_TRUE(filter_selects("Embedding.*:Matmul.Tiled?", "Matmul.TiledB"));
+  EXPECT_TRUE(filter_selects("*Shapes*", "Shapes/Param.Case/1"));
+  EXPECT_FALSE(filter_selects("Matmul.*-Matmul.TiledB", "Matmul.TiledB"));
+  EXPECT_TRUE(filter_selects("Matmul.*-Matmul.TiledB:Other.*", "Matmul.TiledA"));
+  EXPECT_TRUE(filter_selects("-*Slow*", "Matmul.TiledA"));
+  EXPECT_FALSE(filter_selects("-*Slow*", "Matmul.SlowOne"));
+  EXPECT_TRUE(filter_selects("", "Anything.At"));
+  EXPECT_TRUE(filter_selects("A*B*C", "AxxBxxBxxC"));
+  EXPECT_FALSE(filter_selects("A*B*C", "AxxBxxBxxD"));
+}
+
+TEST(Verdict, EverySelectedCaseMustPass) {
+  const handout::GtestReport report = handout::parse_gtest_report(kPassReport);
+  EXPECT_EQ(missing_cases(report, {"Matmul.TiledA"}), "");
+  // A case the item selects is not in the report: the tests that ran were not the item's.
+  const std::string missing = missing_cases(report, {"Matmul.TiledA", "Matmul.TiledB"});
+  EXPECT_NE(missing.find("runs 2 test cases, but the report shows Matmul.TiledB never passing"), std::string::npos)
+      << missing;
+  const std::string other = missing_cases(report, {"Embedding.MatchesReference"});
+  EXPECT_NE(other.find("Embedding.MatchesReference"), std::string::npos) << other;
+  EXPECT_NE(other.find("other cases instead: Matmul.TiledA"), std::string::npos) << other;
+  // Failed or skipped cases count as missing too (the verdict fails them first anyway).
+  EXPECT_NE(missing_cases(handout::parse_gtest_report(kFailReport), {"Matmul.TiledB"}), "");
+}
+
 TEST(Verdict, CasesPassedInOutput) {
   const fs::path log = fs::temp_directory_path() / ("clockwork-grading-log-" + std::to_string(getpid()));
   std::ofstream(log) << "[ RUN      ] Matmul.TiledA\n[       OK ] Matmul.TiledA (12 ms)\n[ RUN      ] Matmul.TiledB\n"

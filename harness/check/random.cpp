@@ -1,7 +1,10 @@
 // Seeds and generators for test data (see random.h).
 #include "harness/check/random.h"
 
+#include "harness/check/grader_seed.h"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -66,7 +69,54 @@ struct SeedRecord {
   std::string test;             // full GoogleTest name, "" outside a test
   std::vector<uint64_t> seeds;  // every seed handed out to it, in order, without repeats
   std::string env;              // CLOCKWORK_SEED as given, "" when unset
+  bool secret = false;          // drawn from the grader's seed: nothing of it is printed
 };
+
+// The grader's seed channel. take_grader_seed() may run before any dynamic initialisation, so
+// this is constant-initialised plain data only.
+enum class Channel { unread, absent, ok, empty, malformed, bad_fd };
+struct GraderSeed {
+  Channel state;
+  uint64_t value;
+};
+constinit GraderSeed grader_seed{Channel::unread, 0};
+
+// `name`'s value in `envp`, or nullptr.
+const char* env_value(char** envp, const char* name) {
+  const size_t n = std::strlen(name);
+  for (char** e = envp; e && *e; ++e) {
+    if (std::strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
+  }
+  return nullptr;
+}
+
+// A seed as CLOCKWORK_SEED takes it: an unsigned 64-bit number, decimal or 0x-hex, alone.
+bool parse_seed(const char* text, uint64_t& out) {
+  if (!text || !*text || !(*text >= '0' && *text <= '9')) return false;
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(text, &end, 0);
+  if (errno != 0 || end == text || *end != '\0') return false;
+  out = v;
+  return true;
+}
+
+std::string channel_problem() {
+  switch (grader_seed.state) {
+    case Channel::empty:
+      return "the autograder's seed channel (CLOCKWORK_SEED_FD) was empty or already closed: something in "
+             "this process read it before the tests could";
+    case Channel::malformed:
+      return "the autograder's seed channel (CLOCKWORK_SEED_FD) did not hold a number";
+    case Channel::bad_fd:
+      return "CLOCKWORK_SEED_FD is not a descriptor number";
+    case Channel::unread:
+      return "CLOCKWORK_SEED_FD is set, but this test program never read the seed from it (its seed reader, "
+             "grading/hidden/seed_channel.cpp, is not linked in)";
+    default:
+      return "";
+  }
+}
 
 std::mutex seed_mutex;
 SeedRecord last_seed;
@@ -92,10 +142,55 @@ __nv_bfloat16 bf16_from_bits(uint16_t b) {
 
 }  // namespace
 
+void take_grader_seed(char** envp) {
+  if (grader_seed.state != Channel::unread) return;
+  grader_seed.state = Channel::absent;
+  const char* fd_text = env_value(envp, "CLOCKWORK_SEED_FD");
+  if (!fd_text) return;
+  uint64_t fd = 0;
+  if (!parse_seed(fd_text, fd) || fd > 65535) {
+    grader_seed.state = Channel::bad_fd;
+    return;
+  }
+  // Read to the end: the grader wrote the seed and closed its end before the program started.
+  char text[64];
+  size_t n = 0;
+  bool too_long = false;
+  for (;;) {
+    char* at = n < sizeof text - 1 ? text + n : nullptr;
+    char spill[16];
+    const ssize_t got = read(static_cast<int>(fd), at ? at : spill, at ? sizeof text - 1 - n : sizeof spill);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    if (at) {
+      n += static_cast<size_t>(got);
+    } else {
+      too_long = true;
+    }
+  }
+  close(static_cast<int>(fd));
+  text[n] = '\0';
+  if (n == 0) {
+    grader_seed.state = Channel::empty;
+  } else if (too_long || !parse_seed(text, grader_seed.value)) {
+    grader_seed.state = Channel::malformed;
+  } else {
+    grader_seed.state = Channel::ok;
+  }
+}
+
 uint64_t test_seed(uint64_t fallback) {
   uint64_t seed = fallback;
   std::string env_text;
-  if (const char* env = std::getenv("CLOCKWORK_SEED"); env && *env) {
+  bool secret = false;
+  if (grader_seed.state == Channel::ok) {
+    uint64_t state = grader_seed.value ^ (fallback * 0xD1B54A32D192ED03ull);
+    seed = splitmix64(state);
+    secret = true;
+  } else if (grader_seed.state != Channel::absent &&
+             (grader_seed.state != Channel::unread || std::getenv("CLOCKWORK_SEED_FD"))) {
+    throw std::invalid_argument(channel_problem());
+  } else if (const char* env = std::getenv("CLOCKWORK_SEED"); env && *env) {
     errno = 0;
     char* end = nullptr;
     const unsigned long long v = std::strtoull(env, &end, 0);
@@ -109,9 +204,10 @@ uint64_t test_seed(uint64_t fallback) {
   }
   const std::string test = current_test_name();
   std::lock_guard<std::mutex> lk(seed_mutex);
-  if (!have_seed || last_seed.test != test) last_seed = SeedRecord{test, {}, ""};
+  if (!have_seed || last_seed.test != test) last_seed = SeedRecord{test, {}, "", false};
   have_seed = true;
   last_seed.env = env_text;
+  last_seed.secret = secret;
   if (std::find(last_seed.seeds.begin(), last_seed.seeds.end(), seed) == last_seed.seeds.end()) {
     last_seed.seeds.push_back(seed);
   }
@@ -122,6 +218,8 @@ std::string seed_note() {
   std::lock_guard<std::mutex> lk(seed_mutex);
   if (!have_seed || last_seed.test != current_test_name() || last_seed.seeds.empty()) return "";
   const bool one = last_seed.seeds.size() == 1;
+  // The seeds derived from the grader's seed would give it away (the mixing can be undone).
+  if (last_seed.secret) return "test data: drawn from the autograder's secret seed (not shown)";
   std::string list;
   for (size_t i = 0; i < last_seed.seeds.size(); ++i) {
     list += (i ? ", " : "") + std::to_string(last_seed.seeds[i]);

@@ -18,7 +18,8 @@ namespace clockwork {
 /// the seed is mixed from that value and `fallback`, so hidden grading runs see fresh data while
 /// different tests still get different data. The seed is remembered for the running GoogleTest
 /// test, and failure reports print it (see seed_note()). Throws std::invalid_argument when
-/// `CLOCKWORK_SEED` is not a number.
+/// `CLOCKWORK_SEED` is not a number. In the autograder's hidden test runs the value comes from the
+/// grader's secret seed instead, which is never printed (see grader_seed.h).
 uint64_t test_seed(uint64_t fallback);
 
 /// One line for failure messages naming the seeds the running test obtained from test_seed()

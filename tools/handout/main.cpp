@@ -1,12 +1,16 @@
 // clockwork-handout: writes the student tree of one milestone from the solution tree.
 //
 //   clockwork-handout --milestone N --out DIR [--solutions-through M] [--source ROOT] [--untracked]
+//                     [--instructor] [--update]
 //   clockwork-handout --list-student-files [--source ROOT] [--untracked]
 //
 // Regions of milestone N and later (later than M with --solutions-through) become their TODO and
-// stub; earlier ones keep their solution. Instructor-only material is left out. Malformed markers
-// are reported as file:line: error: ... and nothing is written. --list-student-files prints the
-// student files (those with solution regions) and the milestones of their regions.
+// stub; earlier ones keep their solution. Instructor-only material is left out, unless
+// --instructor keeps it: the autograder builds its framework from such a tree (every region
+// stubbed, hidden tests in), so that no solution is compiled where a submission can reach it.
+// --update writes only the files that changed, so that a build of DIR stays up to date. Malformed
+// markers are reported as file:line: error: ... and nothing is written. --list-student-files
+// prints the student files (those with solution regions) and the milestones of their regions.
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -24,13 +28,17 @@ namespace fs = std::filesystem;
 int usage(const char* why) {
   if (why) std::cerr << "clockwork-handout: " << why << "\n";
   std::cerr << "usage: clockwork-handout --milestone N --out DIR [--solutions-through M] [--source ROOT]\n"
-               "                         [--untracked] [--force] [--quiet]\n"
+               "                         [--untracked] [--instructor] [--force | --update] [--quiet]\n"
                "       clockwork-handout --list-student-files [--source ROOT] [--untracked]\n"
                "  --milestone N          the milestone the students start: its regions and later ones are stubbed\n"
                "  --solutions-through M  keep only the solutions of milestones <= M (M < N); default N-1\n"
                "  --source ROOT          the solution tree (default: the current folder)\n"
                "  --untracked            in a git checkout, also take files git neither tracks nor ignores\n"
+               "  --instructor           keep the instructor-only material (hidden tests, hidden rubric): the\n"
+               "                         tree an autograder builds its framework from, never a handout\n"
                "  --force                replace DIR when it exists and is not empty\n"
+               "  --update               make DIR hold the tree by writing only the files that differ and\n"
+               "                         removing the others; folders named build* at its top are kept\n"
                "  --list-student-files   print the files with solution regions (the only files a submission\n"
                "                         may replace) and the milestones of their regions, then exit\n";
   return 2;
@@ -72,7 +80,7 @@ int list_student_files(const fs::path& source, bool untracked) {
 int main(int argc, char** argv) {
   int milestone = -1, through = -1;
   fs::path out, source = ".";
-  bool untracked = false, quiet = false, force = false, list = false;
+  bool untracked = false, quiet = false, force = false, list = false, instructor = false, update = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -95,6 +103,10 @@ int main(int argc, char** argv) {
       list = true;
     } else if (a == "--force") {
       force = true;
+    } else if (a == "--instructor") {
+      instructor = true;
+    } else if (a == "--update") {
+      update = true;
     } else if (a == "--quiet") {
       quiet = true;
     } else if (a == "--help" || a == "-h") {
@@ -114,6 +126,7 @@ int main(int argc, char** argv) {
     o.source = source;
     o.stub_from = through >= 0 ? through + 1 : milestone;
     o.untracked = untracked;
+    o.instructor = instructor;
     const fs::path out_abs = fs::weakly_canonical(fs::absolute(out));
     const fs::path source_abs = fs::weakly_canonical(fs::absolute(source));
     // DIR is replaced as a whole: refuse anything that would take the source with it, and ask
@@ -123,7 +136,7 @@ int main(int argc, char** argv) {
       std::cerr << "clockwork-handout: --out must not be the source tree or a folder containing it\n";
       return 2;
     }
-    if (fs::exists(out_abs) && !(fs::is_directory(out_abs) && fs::is_empty(out_abs)) && !force) {
+    if (fs::exists(out_abs) && !(fs::is_directory(out_abs) && fs::is_empty(out_abs)) && !force && !update) {
       std::cerr << "clockwork-handout: " << out.string() << " exists and is not empty; pass --force to replace it\n";
       return 2;
     }
@@ -134,13 +147,19 @@ int main(int argc, char** argv) {
       std::cerr << "clockwork-handout: " << tree.errors.size() << " marker error(s); nothing was written\n";
       return 1;
     }
-    clockwork::handout::write_tree(tree, out_abs);
+    if (update) {
+      clockwork::handout::sync_tree(tree, out_abs);
+    } else {
+      clockwork::handout::write_tree(tree, out_abs);
+    }
     if (!quiet) {
       size_t stubbed = 0;
       for (const auto& f : tree.files) stubbed += f.stubbed ? 1 : 0;
       std::cout << "milestone " << milestone << " handout: " << tree.files.size() << " files in " << out.string()
                 << ", " << stubbed << " with regions replaced by stubs (milestones >= " << o.stub_from << "), "
-                << tree.left_out.size() << " instructor-only files left out\n";
+                << (instructor ? "instructor-only files kept" : std::to_string(tree.left_out.size()) +
+                                                                     " instructor-only files left out")
+                << "\n";
     }
     return 0;
   } catch (const std::exception& e) {

@@ -1,10 +1,13 @@
 // The comparison and its report, without kernels: hand-made outputs with known differences must
 // produce the expected numbers and sentences.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "harness/check/compare.h"
+#include "harness/check/grader_seed.h"
 #include "harness/check/random.h"
 #include "harness/check/tolerances.h"
 
@@ -485,6 +489,92 @@ TEST(Seeds, EnvironmentOverridesAndIsPrinted) {
                                               ", derived from CLOCKWORK_SEED=777");
   env.set("seven");
   EXPECT_THROW(clockwork::test_seed(1), std::invalid_argument);
+}
+
+// The autograder's seed channel, as a hidden test program meets it (grading/hidden/
+// seed_channel.cpp). It is read once per process, so each case runs in a child process of its own.
+
+// A pipe holding `text` (its write end closed) and an environment naming its read end.
+struct SeedChannel {
+  explicit SeedChannel(const std::string& text) {
+    int fds[2];
+    if (pipe(fds) != 0 || write(fds[1], text.data(), text.size()) != static_cast<ssize_t>(text.size())) std::abort();
+    close(fds[1]);
+    fd = fds[0];
+    var = "CLOCKWORK_SEED_FD=" + std::to_string(fd);
+    envp[0] = var.data();
+  }
+  int fd = -1;
+  std::string var;
+  char* envp[2] = {nullptr, nullptr};
+};
+
+TEST(SeedsDeathTest, GraderChannelIsReadOnceClosedAndNeverPrinted) {
+  EXPECT_EXIT(
+      {
+        SeedEnv env;
+        env.set("777");
+        const uint64_t expected = clockwork::test_seed(1);  // what the seed 777 gives
+        env.set("5");  // a variable set by other code: the channel's seed wins
+        SeedChannel channel("777");
+        clockwork::take_grader_seed(channel.envp);
+        char byte = 0;
+        const bool closed = read(channel.fd, &byte, 1) < 0 && errno == EBADF;
+        const bool same = clockwork::test_seed(1) == expected;
+        const std::string note = clockwork::seed_note();
+        const bool secret = note.find("777") == std::string::npos &&
+                            note.find(std::to_string(expected)) == std::string::npos &&
+                            note.find("secret seed") != std::string::npos;
+        std::fprintf(stderr, "closed=%d same=%d secret=%d note: %s\n", closed, same, secret, note.c_str());
+        std::_Exit(closed && same && secret ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "closed=1 same=1 secret=1");
+}
+
+TEST(SeedsDeathTest, EmptyChannelFailsInsteadOfUsingTheFixedSeeds) {
+  // What the tests find when other code in the process emptied the pipe first.
+  EXPECT_EXIT(
+      {
+        SeedChannel channel("");
+        clockwork::take_grader_seed(channel.envp);
+        try {
+          clockwork::test_seed(1);
+        } catch (const std::invalid_argument& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          std::_Exit(0);
+        }
+        std::_Exit(1);
+      },
+      ::testing::ExitedWithCode(0), "was empty or already closed");
+  EXPECT_EXIT(
+      {
+        SeedChannel channel("12x");
+        clockwork::take_grader_seed(channel.envp);
+        try {
+          clockwork::test_seed(1);
+        } catch (const std::invalid_argument& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          std::_Exit(0);
+        }
+        std::_Exit(1);
+      },
+      ::testing::ExitedWithCode(0), "did not hold a number");
+}
+
+TEST(SeedsDeathTest, ChannelGivenButNeverReadFails) {
+  // A program without the seed reader, given a channel: its tests must not run on fixed data.
+  EXPECT_EXIT(
+      {
+        setenv("CLOCKWORK_SEED_FD", "9", 1);
+        try {
+          clockwork::test_seed(1);
+        } catch (const std::invalid_argument& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          std::_Exit(0);
+        }
+        std::_Exit(1);
+      },
+      ::testing::ExitedWithCode(0), "never read the seed");
 }
 
 TEST(Seeds, NoNoteForATestThatDidNotAsk) {
