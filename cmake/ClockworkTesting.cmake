@@ -156,3 +156,49 @@ function(clockwork_add_host_test name)
   target_link_libraries(${name} PRIVATE GTest::gtest GTest::gtest_main ${T_LIBS})
   _clockwork_register_test(${name} ${name} "${T_LABELS}" ${T_TIMEOUT})
 endfunction()
+
+# clockwork_add_isolated_test(<name> KNOWN_GOOD <op>... FILTER <gtest filter> [LABELS <label>...]
+#                             [TIMEOUT <s>])
+#   The grading variant of kernel test <name> (already added with clockwork_add_kernel_test, from
+#   .cpp files): the same test objects and libraries, with the known-good implementations of the
+#   listed operators (harness/known_good: embedding, matmul, ..., qkv, decoder, decode) linked
+#   ahead of the kernel library, so they replace the student's. Programs <name>_isolated_sim and
+#   (with nvcc) <name>_isolated_cuda; ctest entries <name>_isolated.<variant>, label `isolated`
+#   and no milestone label (a student's `make mN` and `ctest -L milestoneN` run their own chain).
+#   The grader runs a rubric item with "isolated": true on it, so that the item costs points only
+#   for the step it is about. FILTER selects the cases ctest runs (the grader gives its own); no
+#   checked variant: the known-good code is host code, and the student's code in these programs
+#   is host code too or is checked by the item's own kernel test.
+function(clockwork_add_isolated_test name)
+  cmake_parse_arguments(T "" "TIMEOUT;FILTER" "KNOWN_GOOD;LABELS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  set(known_good)
+  foreach(op IN LISTS T_KNOWN_GOOD)
+    if(NOT TARGET clockwork_known_good_${op})
+      message(FATAL_ERROR "clockwork_add_isolated_test(${name}): no known-good implementation of '${op}'")
+    endif()
+    list(APPEND known_good $<TARGET_OBJECTS:clockwork_known_good_${op}>)
+  endforeach()
+  foreach(variant sim cuda)
+    if(NOT TARGET ${name}_${variant})
+      continue()
+    endif()
+    set(target ${name}_isolated_${variant})
+    if(variant STREQUAL "sim")
+      cudasim_add_executable(${target} ${known_good} $<TARGET_OBJECTS:${name}_objs>)
+    else()
+      add_executable(${target} ${known_good} $<TARGET_OBJECTS:${name}_objs>)
+    endif()
+    target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR})
+    get_target_property(libs ${name}_${variant} LINK_LIBRARIES)
+    target_link_libraries(${target} PRIVATE ${libs})
+    get_target_property(defs ${name}_${variant} COMPILE_DEFINITIONS)
+    if(defs)
+      target_compile_definitions(${target} PRIVATE ${defs})
+    endif()
+    _clockwork_register_test(${name}_isolated.${variant} ${target} "${variant};isolated;${T_LABELS}" ${T_TIMEOUT}
+                             "--gtest_filter=${T_FILTER}")
+  endforeach()
+endfunction()
