@@ -166,11 +166,12 @@ endfunction()
 #   (with nvcc) <name>_isolated_cuda; ctest entries <name>_isolated.<variant>, label `isolated`
 #   and no milestone label (a student's `make mN` and `ctest -L milestoneN` run their own chain).
 #   The grader runs a rubric item with "isolated": true on it, so that the item costs points only
-#   for the step it is about. FILTER selects the cases ctest runs (the grader gives its own); no
-#   checked variant: the known-good code is host code, and the student's code in these programs
-#   is host code too or is checked by the item's own kernel test.
+#   for the step it is about. FILTER selects the cases ctest runs (the grader gives its own).
+#   With CHECKED, also <name>_isolated_check (ctest <name>_isolated.check, run checked like
+#   every kernel test's .check): for tests of a student kernel, which the grader also runs
+#   checked. Without it there is none: the student's code left in the program is host code.
 function(clockwork_add_isolated_test name)
-  cmake_parse_arguments(T "" "TIMEOUT;FILTER" "KNOWN_GOOD;LABELS" ${ARGN})
+  cmake_parse_arguments(T "CHECKED" "TIMEOUT;FILTER" "KNOWN_GOOD;LABELS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
@@ -181,13 +182,19 @@ function(clockwork_add_isolated_test name)
     endif()
     list(APPEND known_good $<TARGET_OBJECTS:clockwork_known_good_${op}>)
   endforeach()
-  foreach(variant sim cuda)
+  set(variants sim cuda)
+  if(T_CHECKED)
+    list(APPEND variants check)
+  endif()
+  foreach(variant IN LISTS variants)
     if(NOT TARGET ${name}_${variant})
       continue()
     endif()
     set(target ${name}_isolated_${variant})
     if(variant STREQUAL "sim")
       cudasim_add_executable(${target} ${known_good} $<TARGET_OBJECTS:${name}_objs>)
+    elseif(variant STREQUAL "check")
+      cudasim_add_executable(${target} CHECKED ${known_good} $<TARGET_OBJECTS:${name}_objs>)
     else()
       add_executable(${target} ${known_good} $<TARGET_OBJECTS:${name}_objs>)
     endif()
@@ -200,5 +207,8 @@ function(clockwork_add_isolated_test name)
     endif()
     _clockwork_register_test(${name}_isolated.${variant} ${target} "${variant};isolated;${T_LABELS}" ${T_TIMEOUT}
                              "--gtest_filter=${T_FILTER}")
+    if(variant STREQUAL "check")
+      set_tests_properties(${name}_isolated.${variant} PROPERTIES ENVIRONMENT "${CLOCKWORK_CHECK_ENVIRONMENT}")
+    endif()
   endforeach()
 endfunction()
