@@ -21,6 +21,7 @@ void store(const kernels::KvCacheView& cache, const std::vector<float>& k, const
     CUDA_CHECK(cudaMemcpy(cache.k + slot * width, k.data() + i * width, width * sizeof(float), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(cache.v + slot * width, v.data() + i * width, width * sizeof(float), cudaMemcpyHostToDevice));
   }
+  CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 }  // namespace

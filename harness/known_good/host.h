@@ -33,11 +33,13 @@ std::vector<T> download(const T* device, size_t n) {
   return host;
 }
 
-/// Copies `host` to the device at `device`.
+/// Copies `host` to the device at `device`, and waits until the copy has landed (a copy from
+/// pageable memory may return before it has; the next kernel may run on any stream).
 template <typename T>
 void upload(T* device, const std::vector<T>& host) {
   if (!host.empty()) {
     CUDA_CHECK(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());
   }
 }
 

@@ -50,6 +50,7 @@ void kv_cache_append(const float* k, const float* v, const KvCacheView& cache, i
     CUDA_CHECK(cudaMemcpy(cache.v + slot * width, v + static_cast<size_t>(i) * width, width * sizeof(float),
                           cudaMemcpyDeviceToDevice));
   }
+  CUDA_CHECK(cudaDeviceSynchronize());  // device-to-device copies return before they finish
 }
 
 }  // namespace clockwork::kernels
