@@ -1,7 +1,8 @@
 // Known-good tokenizer steps (milestones/milestone1/bpe.cpp's functions), for the framework's
 // own programs and tests, which must tokenize whatever state the student's file is in.
 #include <cstddef>
-#include <limits>
+#include <set>
+#include <utility>
 
 #include "kernels/tokenizer_steps.h"
 
@@ -20,24 +21,46 @@ void split_pieces(const PieceRegex& regex, std::string_view text, std::vector<st
 }
 
 void merge_piece(const MergeTable& table, std::string_view piece, std::vector<int32_t>& out) {
-  std::vector<int32_t> ids;
-  for (const char c : piece) ids.push_back(table.byte_token(static_cast<unsigned char>(c)));
-  for (;;) {
-    // The leftmost adjacent pair of lowest rank; none left: done.
-    size_t best = ids.size();
-    MergeTable::Merge merge{std::numeric_limits<int32_t>::max(), 0};
-    for (size_t i = 0; i + 1 < ids.size(); ++i) {
-      const std::optional<MergeTable::Merge> m = table.merge(ids[i], ids[i + 1]);
-      if (m && m->rank < merge.rank) {
-        merge = *m;
-        best = i;
-      }
-    }
-    if (best == ids.size()) break;
-    ids[best] = merge.id;
-    ids.erase(ids.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+  // Tokens in a doubly linked list over the byte positions (a token keeps the position of its
+  // first byte), and every adjacent pair that can merge in an ordered set keyed by (rank, position):
+  // its first element is the lowest rank, leftmost on a tie. Each merge changes two pairs, so a
+  // piece of n bytes takes O(n log n), however long.
+  const int n = static_cast<int>(piece.size());
+  std::vector<int32_t> token(static_cast<size_t>(n));
+  std::vector<int> left(static_cast<size_t>(n)), right(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    token[i] = table.byte_token(static_cast<unsigned char>(piece[i]));
+    left[i] = i - 1;
+    right[i] = i + 1;
   }
-  out.insert(out.end(), ids.begin(), ids.end());
+  std::set<std::pair<int32_t, int>> pairs;  // (rank, position of the pair's left token)
+  std::vector<int32_t> rank_at(static_cast<size_t>(n), -1), merged_at(static_cast<size_t>(n), -1);
+  const auto enter = [&](int i) {  // the pair starting at token i, if it merges
+    if (i < 0 || right[i] >= n) return;
+    if (const std::optional<MergeTable::Merge> m = table.merge(token[i], token[right[i]])) {
+      rank_at[i] = m->rank;
+      merged_at[i] = m->id;
+      pairs.emplace(m->rank, i);
+    }
+  };
+  const auto leave = [&](int i) {
+    if (i >= 0 && rank_at[i] >= 0) pairs.erase({rank_at[i], i});
+    if (i >= 0) rank_at[i] = -1;
+  };
+  for (int i = 0; i + 1 < n; ++i) enter(i);
+  while (!pairs.empty()) {
+    const int i = pairs.begin()->second;
+    const int gone = right[i];
+    leave(left[i]);
+    leave(i);
+    leave(gone);
+    token[i] = merged_at[i];
+    right[i] = right[gone];
+    if (right[i] < n) left[right[i]] = i;
+    enter(left[i]);
+    enter(i);
+  }
+  for (int i = 0; i < n; i = right[i]) out.push_back(token[i]);
 }
 
 }  // namespace clockwork::tokenizer_steps
