@@ -5,10 +5,7 @@
 //   - tests of the milestone and later ones fail cleanly: the binary runs to the end and reports
 //     GoogleTest failures (no build error, crash or timeout),
 //   - except test binaries that use no file with a stubbed region (they test only a part the
-//     framework gives students): those still pass;
-//   - the framework's own model-file tests (label model_io: the tokenizer's files, safetensors,
-//     config.json) pass in every tree: they tokenize with the known-good tokenizer steps, never
-//     with the student's stubs.
+//     framework gives students): those still pass.
 //
 // The trees are built one after the other in the same folder, so each build only recompiles the
 // files that differ from the previous milestone's tree (and ccache, when installed, shares the
@@ -52,12 +49,6 @@ int milestone_of(const CtestTest& t) {
     }
   }
   return 0;
-}
-
-// A framework test that every handout tree must pass, stubs or not.
-bool framework_test(const CtestTest& t) {
-  const auto has = [&](const char* label) { return std::find(t.labels.begin(), t.labels.end(), label) != t.labels.end(); };
-  return has("model_io") && !has("slow");
 }
 
 // The files a built target was made from: its inputs in the build graph (sources, the .cu files
@@ -212,8 +203,8 @@ TEST_F(HandoutTrees, EarlierMilestonesPassLaterOnesFailCleanly) {
     std::vector<std::string> targets;
     for (const CtestTest& t : tests) {
       const int k = milestone_of(t);
-      if (k == 0 && !framework_test(t)) continue;
-      if (k != 0) milestones.insert(k);
+      if (k == 0) continue;
+      milestones.insert(k);
       targets.push_back(t.target());
     }
     ASSERT_FALSE(targets.empty()) << "no test is labelled milestoneK";
@@ -227,7 +218,7 @@ TEST_F(HandoutTrees, EarlierMilestonesPassLaterOnesFailCleanly) {
     const std::vector<CtestTest> built = list_ctest_tests(ctest_, build_);
     std::vector<const CtestTest*> selected;
     for (const CtestTest& t : built) {
-      if (milestone_of(t) == 0 && !framework_test(t)) continue;
+      if (milestone_of(t) == 0) continue;
       EXPECT_FALSE(t.command.empty()) << t.name << ": its program was not built by target " << t.target();
       if (!t.command.empty()) selected.push_back(&t);
     }
@@ -269,7 +260,7 @@ TEST_F(HandoutTrees, EarlierMilestonesPassLaterOnesFailCleanly) {
       summary << "  " << t->name << " (milestone " << k << "): " << r.describe() << ", " << rep.passed()
               << " passed, " << rep.failed() << " failed, " << static_cast<int>(r.seconds) << " s\n";
 
-      const bool must_fail = k >= n && uses_stub;  // k = 0 (a framework test): must pass
+      const bool must_fail = k >= n && uses_stub;
       // A binary whose every case skipped itself (a test that needs a real checkpoint, say)
       // neither passes nor fails; it must still run cleanly.
       const bool all_skipped = rep.valid && !rep.cases.empty() &&
