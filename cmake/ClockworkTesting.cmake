@@ -156,3 +156,62 @@ function(clockwork_add_host_test name)
   target_link_libraries(${name} PRIVATE GTest::gtest GTest::gtest_main ${T_LIBS})
   _clockwork_register_test(${name} ${name} "${T_LABELS}" ${T_TIMEOUT})
 endfunction()
+
+# clockwork_add_isolated_test(<name> KNOWN_GOOD <op>... FILTER <gtest filter> [LABELS <label>...]
+#                             [TIMEOUT <s>])
+#   The grading variant of kernel test <name> (already added with clockwork_add_kernel_test, from
+#   .cpp files): the same test objects and libraries, with the known-good implementations of the
+#   listed operators (harness/known_good: embedding, matmul, ..., qkv, decoder, decode) linked
+#   ahead of the kernel library, so they replace the student's. Programs <name>_isolated_sim and
+#   (with nvcc) <name>_isolated_cuda; ctest entries <name>_isolated.<variant>, label `isolated`
+#   and no milestone label (a student's `make mN` and `ctest -L milestoneN` run their own chain).
+#   The grader runs a rubric item with "isolated": true on it, so that the item costs points only
+#   for the step it is about. FILTER selects the cases ctest runs (the grader gives its own).
+#   With CHECKED, also <name>_isolated_check (ctest <name>_isolated.check, run checked like
+#   every kernel test's .check): for tests of a student kernel, which the grader also runs
+#   checked. Without it there is none: the student's code left in the program is host code.
+function(clockwork_add_isolated_test name)
+  cmake_parse_arguments(T "CHECKED" "TIMEOUT;FILTER" "KNOWN_GOOD;LABELS" ${ARGN})
+  if(NOT CLOCKWORK_KNOWN_GOOD)
+    return()  # a student's handout tree has no harness/known_good (instructor-only)
+  endif()
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  set(known_good)
+  foreach(op IN LISTS T_KNOWN_GOOD)
+    if(NOT TARGET clockwork_known_good_${op})
+      message(FATAL_ERROR "clockwork_add_isolated_test(${name}): no known-good implementation of '${op}'")
+    endif()
+    list(APPEND known_good $<TARGET_OBJECTS:clockwork_known_good_${op}>)
+  endforeach()
+  set(variants sim cuda)
+  if(T_CHECKED)
+    list(APPEND variants check)
+  endif()
+  foreach(variant IN LISTS variants)
+    if(NOT TARGET ${name}_${variant})
+      continue()
+    endif()
+    set(target ${name}_isolated_${variant})
+    if(variant STREQUAL "sim")
+      cudasim_add_executable(${target} ${known_good} $<TARGET_OBJECTS:${name}_objs>)
+    elseif(variant STREQUAL "check")
+      cudasim_add_executable(${target} CHECKED ${known_good} $<TARGET_OBJECTS:${name}_objs>)
+    else()
+      add_executable(${target} ${known_good} $<TARGET_OBJECTS:${name}_objs>)
+    endif()
+    target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR})
+    get_target_property(libs ${name}_${variant} LINK_LIBRARIES)
+    target_link_libraries(${target} PRIVATE ${libs})
+    get_target_property(defs ${name}_${variant} COMPILE_DEFINITIONS)
+    if(defs)
+      target_compile_definitions(${target} PRIVATE ${defs})
+    endif()
+    _clockwork_register_test(${name}_isolated.${variant} ${target} "${variant};isolated;${T_LABELS}" ${T_TIMEOUT}
+                             "--gtest_filter=${T_FILTER}")
+    if(variant STREQUAL "check")
+      set_tests_properties(${name}_isolated.${variant} PROPERTIES ENVIRONMENT "${CLOCKWORK_CHECK_ENVIRONMENT}")
+    endif()
+  endforeach()
+endfunction()

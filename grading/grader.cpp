@@ -903,24 +903,24 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
   const std::vector<handout::CtestTest> ctests = handout::list_ctest_tests(opt.ctest, p.build_dir);
 
   // Each rubric test's binary: the ctest test of that name for this backend (kernel tests), or
-  // of exactly that name (host tests).
+  // of exactly that name (host tests); for an isolated item, of its binary's isolated variant.
   std::vector<std::string> test_of(p.rubric.tests.size()), checked_test_of(p.rubric.tests.size());
   std::vector<std::string> targets;
   std::set<std::string> missing_binaries;
   for (size_t i = 0; i < p.rubric.tests.size(); ++i) {
     const RubricTest& t = p.rubric.tests[i];
-    for (const std::string& name : {t.binary + "." + p.backend, t.binary}) {
+    for (const std::string& name : {t.program() + "." + p.backend, t.program()}) {
       auto it = std::find_if(ctests.begin(), ctests.end(), [&](const handout::CtestTest& c) { return c.name == name; });
       if (it == ctests.end()) continue;
       test_of[i] = name;
       if (std::find(targets.begin(), targets.end(), it->target()) == targets.end()) targets.push_back(it->target());
       break;
     }
-    if (test_of[i].empty()) missing_binaries.insert(t.binary);
-    const std::string checked = checked_test_name(t.binary, p.backend);
+    if (test_of[i].empty()) missing_binaries.insert(t.program());
+    const std::string checked = checked_test_name(t.program(), p.backend);
     if (!checked.empty() && std::any_of(ctests.begin(), ctests.end(), [&](const handout::CtestTest& c) { return c.name == checked; })) {
       checked_test_of[i] = checked;
-      const std::string target = t.binary + "_check";  // the program of <binary>.check
+      const std::string target = t.program() + "_check";  // the program of <binary>.check
       if (std::find(targets.begin(), targets.end(), target) == targets.end()) targets.push_back(target);
     }
   }
@@ -1046,7 +1046,7 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
   auto run_one = [&](size_t i) {
     const RubricTest& t = p.rubric.tests[i];
     if (!binary_of[i]) {
-      finish(i, not_run("The framework has no test program '" + t.binary +
+      finish(i, not_run("The framework has no test program '" + t.program() +
                         "' for this backend: the rubric and the framework disagree. Please tell the course staff."));
       return;
     }

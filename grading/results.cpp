@@ -195,7 +195,7 @@ TestOutcome not_run(const std::string& why) {
 TestOutcome judge_run(const RubricTest& test, const handout::RunResult& run, const handout::GtestReport& report) {
   TestOutcome o;
   std::ostringstream out;
-  const std::string what = test.binary + " --gtest_filter=" + test.filter;
+  const std::string what = test.program() + " --gtest_filter=" + test.filter;
   if (!run.started) {
     out << "The test program could not be started: " << run.error << "\n";
     o.output = out.str();
@@ -240,7 +240,7 @@ TestOutcome judge_run(const RubricTest& test, const handout::RunResult& run, con
     }
   }
   if (ran == 0) {
-    out << "No test case matches '" << test.filter << "' in " << test.binary
+    out << "No test case matches '" << test.filter << "' in " << test.program()
         << ": the rubric and the tests disagree. Please tell the course staff.\n";
     o.output = out.str();
     return o;
@@ -248,6 +248,12 @@ TestOutcome judge_run(const RubricTest& test, const handout::RunResult& run, con
   o.passed = passed == ran && run.exit_code == 0;
   out << passed << " of " << ran << " test case" << (ran == 1 ? "" : "s") << " passed (" << what << ", "
       << seconds_text(run.seconds) << ").\n";
+  if (test.isolated) {
+    out << "This item ran with known-good versions of the other steps it calls, so only the step it is about "
+           "counts here; your own versions of those steps are graded by their own items.\n";
+  } else if (test.end_to_end) {
+    out << "This item runs your whole chain, as `ctest` does: a mistake in any step it calls shows here too.\n";
+  }
   if (passed == ran && run.exit_code != 0) {
     out << "Every case passed, but the program then ended with " << run.describe() << ".\n"
         << tail(run.output, kTailForCrash);

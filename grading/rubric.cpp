@@ -94,6 +94,8 @@ Rubric parse_rubric(const std::string& text, bool hidden) {
           rt.visibility = t.value("visibility", std::string(hidden ? "after_due_date" : "visible"));
           if (t.contains("tags")) rt.tags = t["tags"].get<std::vector<std::string>>();
           rt.timeout_s = t.value("timeout_s", 0.0);
+          rt.isolated = t.value("isolated", false);
+          rt.end_to_end = t.value("end_to_end", false);
         } catch (const std::exception& e) {
           throw std::runtime_error(where(milestone, i) + ": " + e.what());
         }
@@ -106,6 +108,11 @@ Rubric parse_rubric(const std::string& text, bool hidden) {
         }
         if (rt.binary.empty() || rt.filter.empty()) {
           throw std::runtime_error(where(milestone, i) + " (" + rt.name + "): binary and filter must not be empty");
+        }
+        if (rt.isolated && rt.end_to_end) {
+          throw std::runtime_error(where(milestone, i) + " (" + rt.name +
+                                   "): an item is either isolated (known-good earlier steps) or end_to_end "
+                                   "(the student's whole chain), not both");
         }
         r.tests.push_back(std::move(rt));
       }

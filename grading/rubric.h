@@ -14,6 +14,16 @@
 /// }
 /// ```
 ///
+/// An item of a later milestone may say how much of the student's chain it runs.
+/// `"isolated": true`: the grader runs it on `<binary>_isolated`, the same test program linked
+/// with known-good versions (harness/known_good) of the steps the item is not about, so that a
+/// mistake in an earlier step costs that step's items and not this one too
+/// (clockwork_add_isolated_test in cmake/ClockworkTesting.cmake says which steps each program
+/// replaces). `"end_to_end": true`: the item deliberately runs the student's whole chain (the
+/// model's next token, cached generation) on the program students run; the rubric says so, so
+/// that the double charge is a choice. An item with neither tests one kernel or step that calls
+/// no other student step.
+///
 /// `binary` is a test registered with ctest: `<binary>.sim` / `<binary>.cuda` for kernel tests
 /// (the backend the grader uses), or `<binary>` for plain host tests. `filter` is a GoogleTest
 /// filter (`Suite.*`, several patterns separated by `:`, exclusions after `-`). A test earns its
@@ -44,6 +54,12 @@ struct RubricTest {
   double timeout_s = 0;  ///< 0: the rubric's default
   int milestone = 0;
   bool hidden = false;  ///< from the hidden rubric: runs with the secret seed
+  bool isolated = false;    ///< runs on <binary>_isolated (known-good earlier steps)
+  bool end_to_end = false;  ///< deliberately runs the student's whole chain
+
+  /// The ctest test (without the backend suffix) the grader runs: `binary`, or its isolated
+  /// variant.
+  std::string program() const { return isolated ? binary + "_isolated" : binary; }
 };
 
 struct LeaderboardColumn {

@@ -2,6 +2,8 @@
 //   - the reference solution scores full marks (public and hidden rubrics);
 //   - each milestone's handout scores exactly the points of the milestones before it;
 //   - a kernel that segfaults or aborts fails only the tests that run it;
+//   - a broken matmul costs matmul's items and the end-to-end items, not the isolated items of
+//     later steps that call it;
 //   - a submission that does not compile scores 0 and shows the compiler's error;
 //   - a kernel that never returns is stopped by the time limit and fails only its tests;
 //   - modified tests, CMake files or rubric in a submission are ignored, and the output says so;
@@ -282,6 +284,61 @@ TEST_F(Grading, RacyKernel) {
   EXPECT_EQ(test_named(results, "matmul")["status"], "passed");
   EXPECT_EQ(test_named(results, "rmsnorm arguments")["status"], "passed");
   EXPECT_DOUBLE_EQ(results["score"].get<double>(), 11);
+}
+
+// One mistake costs the items that test it: with the milestone-1 handout's matmul (a stub that
+// writes nothing) and everything else right, the items about later steps that call matmul still
+// pass when the rubric runs them isolated (known-good earlier steps), and only matmul's own items
+// and the end-to-end items fail. The same Q/K/V item on the student's whole chain shows the charge
+// that isolation removes.
+TEST_F(Grading, BrokenMatmulCostsOnlyItsOwnItems) {
+  const fs::path sub = reference_submission("broken-matmul");
+  fs::copy_file(handout_tree(1) / "kernels/matmul.cu", sub / "kernels/matmul.cu",
+                fs::copy_options::overwrite_existing);
+  json milestones = json::array();
+  auto item = [&](const std::string& name) {
+    for (const RubricTest& t : rubric_.tests) {
+      if (t.name != name) continue;
+      json j = {{"name", t.name}, {"binary", t.binary}, {"filter", t.filter}, {"points", 1}};
+      if (t.isolated) j["isolated"] = true;
+      if (t.end_to_end) j["end_to_end"] = true;
+      if (t.timeout_s > 0) j["timeout_s"] = t.timeout_s;
+      while (static_cast<int>(milestones.size()) < t.milestone) {
+        milestones.push_back({{"milestone", milestones.size() + 1}, {"tests", json::array()}});
+      }
+      milestones[t.milestone - 1]["tests"].push_back(j);
+      return j;
+    }
+    ADD_FAILURE() << "the rubric has no item named " << name << ": update this scenario";
+    return json::object();
+  };
+  const json matmul = item("Tiled matmul on awkward shapes");
+  const json qkv = item("Q/K/V step of a small GQA layer");
+  ASSERT_TRUE(qkv.value("isolated", false));
+  item("SwiGLU");
+  ASSERT_TRUE(item("Decoder layer").value("isolated", false));
+  ASSERT_TRUE(item("Prefill and decode write exactly their slots").value("isolated", false));
+  ASSERT_TRUE(item("Checkpoints written by HuggingFace transformers").value("end_to_end", false));
+  json chained = qkv;
+  chained["name"] = "Q/K/V step on the whole chain";
+  chained.erase("isolated");
+  milestones[1]["tests"].push_back(chained);
+  const fs::path rubric = work_ / "isolation-rubric.json";
+  std::ofstream(rubric) << json{{"timeout_s", 300}, {"milestones", milestones}}.dump(2);
+
+  const json results = grade(sub, {"--rubric", rubric.string()});
+  EXPECT_EQ(test_named(results, matmul["name"].get<std::string>())["status"], "failed");
+  EXPECT_EQ(test_named(results, "Q/K/V step on the whole chain")["status"], "failed");
+  EXPECT_EQ(test_named(results, "Checkpoints written by HuggingFace transformers")["status"], "failed");
+  for (const char* name : {"Q/K/V step of a small GQA layer", "SwiGLU", "Decoder layer",
+                           "Prefill and decode write exactly their slots"}) {
+    const json& t = test_named(results, name);
+    EXPECT_EQ(t["status"], "passed") << t.dump(2);
+  }
+  const std::string isolated_output = test_named(results, "Decoder layer")["output"];
+  EXPECT_NE(isolated_output.find("milestone3_model_isolated"), std::string::npos) << isolated_output;
+  EXPECT_NE(isolated_output.find("known-good versions"), std::string::npos) << isolated_output;
+  EXPECT_DOUBLE_EQ(results["score"].get<double>(), 4) << results["output"];
 }
 
 TEST_F(Grading, BuildError) {

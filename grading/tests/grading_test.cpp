@@ -109,11 +109,43 @@ TEST(Rubric, StudentFilesAreNotTheRubricsToSay) {
   EXPECT_FALSE(r.is_student_file("./kernels/matmul.cu"));
 }
 
+TEST(Rubric, IsolatedAndEndToEndItems) {
+  const Rubric r = parse_rubric(R"({"milestones": [{"milestone": 2, "tests": [
+      {"name": "qkv", "binary": "milestone2_kernels", "filter": "QkvStep.*", "points": 2, "isolated": true},
+      {"name": "rmsnorm", "binary": "milestone2_kernels", "filter": "RmsNorm.*", "points": 2},
+      {"name": "model", "binary": "milestone3_model", "filter": "Model.*", "points": 2, "end_to_end": true}]}]})");
+  ASSERT_EQ(r.tests.size(), 3u);
+  // The isolated item runs on the variant with known-good earlier steps; the others on the program
+  // students run.
+  EXPECT_TRUE(r.tests[0].isolated);
+  EXPECT_EQ(r.tests[0].program(), "milestone2_kernels_isolated");
+  EXPECT_EQ(r.tests[1].program(), "milestone2_kernels");
+  EXPECT_TRUE(r.tests[2].end_to_end);
+  EXPECT_EQ(r.tests[2].program(), "milestone3_model");
+  try {
+    parse_rubric(R"({"milestones": [{"milestone": 3, "tests": [
+        {"name": "both", "binary": "b", "points": 1, "isolated": true, "end_to_end": true}]}]})");
+    ADD_FAILURE() << "an item both isolated and end-to-end was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("milestone 3, test 1 (both)"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Rubric, ShippedRubricsAreValid) {
   const fs::path root = CLOCKWORK_SOURCE_DIR;
   const Rubric pub = load_rubric(root / "grading/rubric.json");
   EXPECT_GT(pub.total_points(), 0);
   for (const RubricTest& t : pub.tests) EXPECT_FALSE(t.hidden);
+  // Every item of a later milestone says whether it runs the student's whole chain; the ones that
+  // do not call earlier steps run isolated (their own binary calls no other student step).
+  int isolated = 0, end_to_end = 0;
+  for (const RubricTest& t : pub.tests) {
+    isolated += t.isolated;
+    end_to_end += t.end_to_end;
+    if (t.milestone == 1) EXPECT_FALSE(t.isolated || t.end_to_end) << t.name << ": milestone 1 has no earlier steps";
+  }
+  EXPECT_GT(isolated, 0);
+  EXPECT_GT(end_to_end, 0);
   if (fs::exists(root / "grading/rubric-hidden.json")) {
     const Rubric hidden = load_rubric(root / "grading/rubric-hidden.json", true);
     EXPECT_GT(hidden.total_points(), 0);

@@ -82,6 +82,7 @@ class TreeTest : public ::testing::Test {
 TEST_F(TreeTest, ListsFilesAndLeavesOutInstructorMaterial) {
   make_project();
   EXPECT_TRUE(is_instructor_only("grading/hidden/x.cpp", ""));
+  EXPECT_TRUE(is_instructor_only("harness/known_good/matmul.cpp", ""));
   EXPECT_TRUE(is_instructor_only("a/answer-keys/b/c.txt", ""));
   EXPECT_TRUE(is_instructor_only("answer-keys/c.txt", ""));
   EXPECT_TRUE(is_instructor_only("grading/rubric-hidden.json", ""));
