@@ -32,7 +32,7 @@
 // a bench tool that knows the operation) declares them with cudasim::profile_flops() after a
 // launch, and the report leaves them out otherwise.
 //
-// Counting mode also lets the other threads of a block take a turn every 16 accesses of a thread
+// Counting mode also lets the other threads of a block take a turn every 64 accesses of a thread
 // (a yield, as in a spin-wait), so that a thread looping far ahead of its warp does not leave
 // thousands of instructions open; a correct kernel's results do not depend on that order.
 //
@@ -107,7 +107,14 @@ struct Site {
 struct Warp {
   std::vector<Site> sites;
   uint32_t full = 0;  // the lanes this warp has
+  // 1 + the index in `sites` of a site whose code address hashes to the slot (0: none), so that
+  // finding a site is not a walk through all of them when a loop jumps back.
+  uint16_t slot[64] = {};
 };
+inline unsigned slot_of(const void* pc, Kind kind) {
+  const auto v = reinterpret_cast<uintptr_t>(pc);
+  return static_cast<unsigned>((v ^ (v >> 6) ^ (uintptr_t{kind} << 3)) & 63);
+}
 
 struct ThreadProfile {
   std::vector<Warp> warps;
@@ -118,7 +125,7 @@ struct ThreadProfile {
   unsigned nwarps = 0;
 };
 thread_local ThreadProfile* tl_profile = nullptr;
-constexpr uint16_t kYieldEvery = 16;  // accesses a lane makes before the others get a turn
+constexpr uint16_t kYieldEvery = 64;  // accesses a lane makes before the others get a turn
 
 bool is_global(Kind k) { return k <= kGlobalAtomic; }
 
@@ -344,6 +351,7 @@ void block_begin(unsigned nthreads) {
     const unsigned width = std::min(32u, nthreads - w * 32);
     t.warps[w].full = width == 32 ? ~0u : (1u << width) - 1u;
     t.warps[w].sites.clear();
+    std::memset(t.warps[w].slot, 0, sizeof t.warps[w].slot);
   }
   std::fill(t.hint.begin(), t.hint.begin() + nthreads, uint16_t{0});
   std::fill(t.since_yield.begin(), t.since_yield.begin() + nthreads, uint16_t{0});
@@ -376,12 +384,18 @@ void access(Kind kind, unsigned lane, uintptr_t a, size_t size, const void* pc) 
   if (si + 1 < sites.size() && sites[si + 1].pc == pc && sites[si + 1].kind == kind) {
     t.hint[lane] = static_cast<uint16_t>(++si);
   } else if (!(si < sites.size() && sites[si].pc == pc && sites[si].kind == kind)) {
+    const unsigned h = slot_of(pc, kind);
     si = sites.size();
-    for (size_t i = 0; i < sites.size(); ++i) {
-      if (sites[i].pc == pc && sites[i].kind == kind) {
-        si = i;
-        break;
+    if (const size_t c = warp.slot[h]; c && sites[c - 1].pc == pc && sites[c - 1].kind == kind) {
+      si = c - 1;
+    } else {
+      for (size_t i = 0; i < sites.size(); ++i) {
+        if (sites[i].pc == pc && sites[i].kind == kind) {
+          si = i;
+          break;
+        }
       }
+      if (si < 0xffff) warp.slot[h] = static_cast<uint16_t>(si + 1);  // a new site gets index si too
     }
     if (si == sites.size()) {
       sites.emplace_back();
