@@ -242,6 +242,7 @@ constexpr size_t kPageBytes = 4096;
 struct ThreadState {
   bool active = false;
   bool profile = false;  // counting mode: accesses go to profile.cpp too
+  bool fast4 = false;    // races and bounds checked, no counting: shared_fast4() applies
   unsigned checks = 0;
   const Lane* lanes = nullptr;
   unsigned nthreads = 0;
@@ -766,10 +767,8 @@ void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const vo
   profile::access(kind, l->linear, a, size, pc);
 }
 
-[[gnu::always_inline]] inline void access(const void* p, size_t size, bool write, bool atomic, bool aligned,
-                                          const void* pc) {
-  ThreadState* s = tl_checked;
-  if (!s) return;
+[[gnu::always_inline]] inline void access_checked(ThreadState* s, const void* p, size_t size, bool write, bool atomic,
+                                                  bool aligned, const void* pc) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   if (__builtin_expect(s->profile, 0)) {
     profile_access(*s, a, size, write, atomic, pc);
@@ -777,6 +776,51 @@ void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const vo
   }
   if (size == 4 && !atomic && shared_fast(s, a, write, pc)) return;
   access_slow(s, a, size, write, atomic, aligned, pc);
+}
+
+[[gnu::always_inline]] inline void access(const void* p, size_t size, bool write, bool atomic, bool aligned,
+                                          const void* pc) {
+  ThreadState* s = tl_checked;
+  if (!s) return;
+  access_checked(s, p, size, write, atomic, aligned, pc);
+}
+
+// access() for an entry point that has tried shared_fast4() first: out of line, so that the
+// entry point needs no stack frame of its own and reaches this by a jump.
+[[gnu::noinline]] void access_rest(const void* p, size_t size, bool write, bool atomic, bool aligned, const void* pc) {
+  ThreadState* s = tl_checked;
+  if (!s) return;
+  access_checked(s, p, size, write, atomic, aligned, pc);
+}
+
+// Plain aligned 4-byte accesses of shared memory with races and bounds checked, and no counting:
+// most of a tiled kernel's accesses. Does what shared_fast() does, with the conditions that do not
+// depend on the address folded into one flag (ThreadState::fast4), and returns false for anything
+// else (no checked kernel code running included), leaving it to access_rest().
+[[gnu::always_inline]] inline bool shared_fast4(const void* p, bool write, const void* pc) {
+  ThreadState* s = tl_checked;
+  if (!s || !s->fast4) return false;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t off = a - s->arena;
+  if (off >= s->window_end - s->arena || (a & 3)) return false;
+  const size_t i = off >> 2;
+  SharedCell& c = s->cells[i];
+  if (off < s->capacity ? c.owner == 0 : (a < s->dyn_lo || a + 4 > s->dyn_lo + s->dyn_bytes)) return false;
+  const uint16_t ep = s->epoch;
+  const unsigned me = tl_lane->linear;
+  if (c.w_epoch == ep && c.w_lane != me) return false;
+  if (write) {
+    if ((c.r1_epoch == ep && c.r1_lane != me) || (c.r2_epoch == ep && c.r2_lane != me)) return false;
+    record_write(*s, c, i, me, 0xf, false, pc);
+  } else if (c.r1_epoch != ep) {
+    record_read1(*s, c, i, me, 0xf, false, pc);
+  } else if (c.r1_lane == me) {
+    c.masks |= 0xf0;
+    s->lines[i].r1_clock = own_clock(*s, me);
+  } else if (!keep_read2(c, ep, me)) {
+    record_read2(*s, c, i, me, 0xf, false, pc);
+  }
+  return true;
 }
 
 // A lane that keeps polling one address is waiting for another thread: let the others run.
@@ -838,6 +882,7 @@ void block_begin(const BlockInfo& b) {
   ThreadState& s = state();
   s.checks = g_launch.checks;
   s.profile = profile::g_launch_profiled;
+  s.fast4 = !s.profile && (s.checks & (kCheckRace | kCheckBounds)) == (kCheckRace | kCheckBounds);
   if (s.profile) profile::block_begin(b.nthreads);
   s.lanes = b.lanes;
   s.nthreads = b.nthreads;
@@ -997,6 +1042,8 @@ void note_free(size_t region_offset, size_t bytes) {
 // ---- the instrumentation's entry points ------------------------------------------------------------
 
 using cudasim::detail::check::access;
+using cudasim::detail::check::access_rest;
+using cudasim::detail::check::shared_fast4;
 using cudasim::detail::check::note_poll;
 
 extern "C" {
@@ -1011,8 +1058,6 @@ void __tsan_ignore_thread_begin() {}
 void __tsan_ignore_thread_end() {}
 
 #define CUDASIM_TSAN_ACCESS(n)                                                                                  \
-  void __tsan_read##n(void* p) { access(p, n, false, false, n > 1, __builtin_return_address(0)); }              \
-  void __tsan_write##n(void* p) { access(p, n, true, false, n > 1, __builtin_return_address(0)); }              \
   void __tsan_unaligned_read##n(void* p) { access(p, n, false, false, false, __builtin_return_address(0)); }    \
   void __tsan_unaligned_write##n(void* p) { access(p, n, true, false, false, __builtin_return_address(0)); }    \
   void __tsan_volatile_read##n(void* p) {                                                                       \
@@ -1025,6 +1070,21 @@ void __tsan_ignore_thread_end() {}
     note_poll(p, 8, "a volatile read polled in a loop", __builtin_return_address(0));                                                         \
   }                                                                                                             \
   void __tsan_unaligned_volatile_write##n(void* p) { access(p, n, true, false, false, __builtin_return_address(0)); }
+#define CUDASIM_TSAN_PLAIN(n)                                                                                   \
+  void __tsan_read##n(void* p) { access(p, n, false, false, n > 1, __builtin_return_address(0)); }              \
+  void __tsan_write##n(void* p) { access(p, n, true, false, n > 1, __builtin_return_address(0)); }
+CUDASIM_TSAN_PLAIN(1)
+CUDASIM_TSAN_PLAIN(2)
+CUDASIM_TSAN_PLAIN(8)
+CUDASIM_TSAN_PLAIN(16)
+#undef CUDASIM_TSAN_PLAIN
+// The most frequent calls: tried on the fast path first, the rest reached by a tail call.
+void __tsan_read4(void* p) {
+  if (!shared_fast4(p, false, __builtin_return_address(0))) access_rest(p, 4, false, false, true, __builtin_return_address(0));
+}
+void __tsan_write4(void* p) {
+  if (!shared_fast4(p, true, __builtin_return_address(0))) access_rest(p, 4, true, false, true, __builtin_return_address(0));
+}
 CUDASIM_TSAN_ACCESS(1)
 CUDASIM_TSAN_ACCESS(2)
 CUDASIM_TSAN_ACCESS(4)

@@ -98,10 +98,13 @@ void DeviceMemory::reserve() {
   if (program_is_instrumented()) {
     void* d = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     void* a = d == MAP_FAILED ? MAP_FAILED : mremap(d, 0, size, MREMAP_MAYMOVE);
-    if (a != MAP_FAILED && mprotect(d, size, PROT_NONE) == 0) {
+    // Closed only when bounds are checked: only a checked launch opens it for its kernel, so
+    // with CUDASIM_CHECK=none a closed view would fault on the kernel's first access.
+    const bool protect = (requested_checks() & kCheckBounds) != 0;
+    if (a != MAP_FAILED && (!protect || mprotect(d, size, PROT_NONE) == 0)) {
       device_ = reinterpret_cast<uintptr_t>(d);
       alias_ = reinterpret_cast<uintptr_t>(a);
-      host_protected_ = true;
+      host_protected_ = protect;
     } else {
       if (d != MAP_FAILED) munmap(d, size);
       if (a != MAP_FAILED) munmap(a, size);

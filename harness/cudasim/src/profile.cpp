@@ -107,7 +107,14 @@ struct Site {
 struct Warp {
   std::vector<Site> sites;
   uint32_t full = 0;  // the lanes this warp has
+  // 1 + the index in `sites` of a site whose code address hashes to the slot (0: none), so that
+  // finding a site is not a walk through all of them when a loop jumps back.
+  uint16_t slot[64] = {};
 };
+inline unsigned slot_of(const void* pc, Kind kind) {
+  const auto v = reinterpret_cast<uintptr_t>(pc);
+  return static_cast<unsigned>((v ^ (v >> 6) ^ (uintptr_t{kind} << 3)) & 63);
+}
 
 struct ThreadProfile {
   std::vector<Warp> warps;
@@ -255,6 +262,33 @@ void count_group(Site& s, const Lanes& g) {
 void release_group(ThreadProfile& t, Site& s, size_t index) {
   Group& g = s.open[index];
   if (!g.lanes) return;
+  if (g.wide < 0 && !is_global(s.kind) && g.size <= 4) {
+    // What count_group() finds for a shared access of one word per lane and no two words in one
+    // bank, decided here on the packed addresses (the lanes share the high bits), without copying.
+    uint32_t first[32];
+    uint32_t used = 0;
+    bool simple = true;
+    for (uint32_t m = g.lanes; m; m &= m - 1) {
+      const uint32_t lo = g.lo[__builtin_ctz(m)];
+      const uint32_t w = lo >> 2, b = w & 31;
+      if ((lo & 3) + g.size > 4 || ((used >> b & 1u) && first[b] != w)) {
+        simple = false;
+        break;
+      }
+      used |= 1u << b;
+      first[b] = w;
+    }
+    if (simple) {
+      const auto n = static_cast<unsigned>(__builtin_popcount(g.lanes));
+      ++s.stats.requests;
+      s.stats.lanes += n;
+      s.stats.bytes += uint64_t{n} * g.size;
+      ++s.stats.transactions;
+      ++s.stats.ideal;
+      g.lanes = 0;
+      return;
+    }
+  }
   Lanes l;
   l.lanes = g.lanes;
   if (g.wide >= 0) {
@@ -344,6 +378,7 @@ void block_begin(unsigned nthreads) {
     const unsigned width = std::min(32u, nthreads - w * 32);
     t.warps[w].full = width == 32 ? ~0u : (1u << width) - 1u;
     t.warps[w].sites.clear();
+    std::memset(t.warps[w].slot, 0, sizeof t.warps[w].slot);
   }
   std::fill(t.hint.begin(), t.hint.begin() + nthreads, uint16_t{0});
   std::fill(t.since_yield.begin(), t.since_yield.begin() + nthreads, uint16_t{0});
@@ -376,12 +411,18 @@ void access(Kind kind, unsigned lane, uintptr_t a, size_t size, const void* pc) 
   if (si + 1 < sites.size() && sites[si + 1].pc == pc && sites[si + 1].kind == kind) {
     t.hint[lane] = static_cast<uint16_t>(++si);
   } else if (!(si < sites.size() && sites[si].pc == pc && sites[si].kind == kind)) {
+    const unsigned h = slot_of(pc, kind);
     si = sites.size();
-    for (size_t i = 0; i < sites.size(); ++i) {
-      if (sites[i].pc == pc && sites[i].kind == kind) {
-        si = i;
-        break;
+    if (const size_t c = warp.slot[h]; c && sites[c - 1].pc == pc && sites[c - 1].kind == kind) {
+      si = c - 1;
+    } else {
+      for (size_t i = 0; i < sites.size(); ++i) {
+        if (sites[i].pc == pc && sites[i].kind == kind) {
+          si = i;
+          break;
+        }
       }
+      if (si < 0xffff) warp.slot[h] = static_cast<uint16_t>(si + 1);  // a new site gets index si too
     }
     if (si == sites.size()) {
       sites.emplace_back();
