@@ -5,6 +5,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/check/compare.h"
@@ -88,6 +89,54 @@ struct FreqCase {
   const char* why;
 };
 
+// What a wrong set of frequencies looks like, named from the mistakes that give it: each
+// candidate is the whole table a known slip computes; the first that matches every entry names
+// the failure. Otherwise the formula itself is repeated.
+std::string explain_frequencies(const std::vector<double>& got, const FreqCase& c) {
+  const auto table = [](const torch::Tensor& t) {
+    const torch::Tensor d = t.contiguous();
+    return std::vector<double>(d.data_ptr<double>(), d.data_ptr<double>() + d.numel());
+  };
+  const auto plain = [&](double theta, double exponent_scale, bool fp32) {
+    std::vector<double> f(static_cast<size_t>(c.head_dim / 2));
+    for (size_t i = 0; i < f.size(); ++i) {
+      const double e = -exponent_scale * static_cast<double>(i) / c.head_dim;
+      f[i] = fp32 ? std::pow(static_cast<float>(theta), static_cast<float>(e)) : std::pow(theta, e);
+    }
+    return f;
+  };
+  std::vector<std::pair<std::vector<double>, std::string>> mistakes;
+  if (c.scaling) {
+    mistakes.push_back({plain(c.theta, 2, false),
+                        "these are the frequencies without rope_scaling: apply the llama3 "
+                        "scaling (wavelengths above original/low_freq_factor divided by factor, "
+                        "those between the two bounds blended)"});
+  }
+  for (double fixed : {500000.0, 10000.0}) {
+    if (fixed == c.theta) continue;
+    mistakes.push_back({table(ref::rope_inv_freq(c.head_dim, fixed, c.scaling)),
+                        "these are the frequencies of rope_theta = " +
+                            std::to_string(static_cast<long long>(fixed)) +
+                            ": use the rope_theta passed in (the model's config), not a constant"});
+  }
+  if (!c.scaling) {
+    mistakes.push_back({plain(c.theta, 1, false),
+                        "the exponent is -2i/h_d, not -i/h_d: pair i turns at rope_theta^(-2i/h_d)"});
+    mistakes.push_back({plain(c.theta, 2, true),
+                        "computed in fp32: form rope_theta^(-2i/h_d) in double (fp32 loses the "
+                        "low frequencies' digits, which long positions multiply)"});
+  }
+  for (const auto& [table_of_mistake, why] : mistakes) {
+    bool all = table_of_mistake.size() == got.size();
+    for (size_t i = 0; all && i < got.size(); ++i) {
+      all = std::fabs(got[i] - table_of_mistake[i]) <= 1e-9 * std::fabs(table_of_mistake[i]);
+    }
+    if (all) return "This looks like a known mistake: " + why;
+  }
+  return "theta_i = rope_theta^(-2i/h_d) for i = 0 .. h_d/2 - 1, with the rope_theta passed in" +
+         std::string(c.scaling ? ", then the llama3 scaling" : "");
+}
+
 TEST(Rope, InverseFrequenciesMatchReference) {
   const FreqCase cases[] = {
       {128, 500000.0, std::nullopt, "Llama-3-8B"},
@@ -106,8 +155,9 @@ TEST(Rope, InverseFrequenciesMatchReference) {
     for (size_t i = 0; i < got.size(); ++i) {
       // Same double formula: only a different order of the same few operations may differ.
       EXPECT_NEAR(got[i], want[i], 1e-12 * want[i])
-          << "theta_" << i << " for rope_theta = " << c.theta << " (first half pairs with second "
-          << "half; theta_i = rope_theta^(-2i/h_d), with the rope_theta passed in)";
+          << "theta_" << i << " for rope_theta = " << c.theta << ". "
+          << explain_frequencies(got, c);
+      if (std::fabs(got[i] - want[i]) > 1e-12 * want[i]) break;  // one report per table
     }
   }
   EXPECT_THROW(kernels::rope_inv_freq(7, 500000.0), std::invalid_argument);
