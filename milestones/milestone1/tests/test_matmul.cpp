@@ -1,8 +1,12 @@
 // Milestone 1: both matmul variants (x·wᵀ with bf16 weights) against the reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <iterator>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "harness/check/checked_run.h"
 #include "harness/check/compare.h"
@@ -41,6 +45,30 @@ const char* variant_name(kernels::MatmulVariant v) {
   return v == kernels::MatmulVariant::Naive ? "naive" : "tiled";
 }
 
+// The launcher's grid is (ceil(n/T), ceil(m/T)): blockIdx.x walks the n columns of y, blockIdx.y
+// its m rows. A kernel that takes blockIdx.x for the rows computes only rows < ceil(n/T)·T and
+// columns < ceil(m/T)·T: correct there, never written elsewhere. One candidate per plausible tile.
+std::vector<PitfallCandidate> swapped_block_pitfalls(const std::vector<float>& want, int m, int n) {
+  float poison;
+  std::memset(&poison, kPoisonByte, sizeof poison);
+  std::vector<PitfallCandidate> out;
+  for (int t : {8, 16, 32, 64}) {
+    const int rows = std::min(m, (n + t - 1) / t * t), cols = std::min(n, (m + t - 1) / t * t);
+    if (rows == m && cols == n) continue;  // the same as the right mapping for this shape
+    std::vector<float> v(want.size(), poison);
+    for (int r = 0; r < rows; ++r) {
+      for (int j = 0; j < cols; ++j) v[static_cast<size_t>(r) * n + j] = want[static_cast<size_t>(r) * n + j];
+    }
+    out.push_back({"matmul_block_mapping_swapped",
+                   "Your kernel maps blockIdx.x to rows and blockIdx.y to columns; the launcher's "
+                   "grid is (ceil(n/tile), ceil(m/tile)), so blockIdx.x runs along the n columns "
+                   "of y and blockIdx.y along its m rows. The launch is right: swap the two in the "
+                   "kernel (row0 from blockIdx.y, col0 from blockIdx.x).",
+                   std::move(v)});
+  }
+  return out;
+}
+
 void check_case(const MatmulCase& c, kernels::MatmulVariant variant) {
   SCOPED_TRACE(std::string(variant_name(variant)) + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
                " k=" + std::to_string(c.k) + " (" + c.why + ")");
@@ -55,7 +83,10 @@ void check_case(const MatmulCase& c, kernels::MatmulVariant variant) {
   kernels::matmul(d_x.data(), d_w.data(), y.data(), c.m, c.n, c.k, nullptr, variant);
   const auto tx = to_tensor(x, {c.m, c.k});
   const auto tw = to_tensor(w, {c.n, c.k});
-  EXPECT_TRUE(matches_reference(y, to_vector(ref::linear(tx, tw)), tol::matmul(c.k), linear_pitfalls(tx, tw)));
+  const std::vector<float> want = to_vector(ref::linear(tx, tw));
+  std::vector<PitfallCandidate> candidates = linear_pitfalls(tx, tw);
+  for (PitfallCandidate& p : swapped_block_pitfalls(want, c.m, c.n)) candidates.push_back(std::move(p));
+  EXPECT_TRUE(matches_reference(y, want, tol::matmul(c.k), candidates));
 }
 
 TEST(Matmul, TiledMatchesReferenceOnAwkwardShapes) {
