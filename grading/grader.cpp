@@ -829,11 +829,13 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
   }
 
   // The framework: every solution region replaced by its stub, instructor material only when
-  // the hidden tests run. The student's files go on top.
+  // the hidden tests run, apart from the known-good steps that isolated items link (hidden from
+  // the student user like the rest, see protect_secrets). The student's files go on top.
   handout::TreeOptions to;
   to.source = source;
   to.stub_from = 1;
   to.instructor = opt.hidden;
+  to.known_good = true;
   to.untracked = opt.untracked;
   handout::Tree framework = handout::generate_tree(to);
   if (!framework.errors.empty()) {

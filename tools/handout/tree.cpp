@@ -127,10 +127,12 @@ std::vector<std::string> list_project_files(const fs::path& root_in, bool untrac
   return files;
 }
 
+bool is_known_good(const std::string& path) { return starts_with(path, "harness/known_good/"); }
+
 bool is_instructor_only(const std::string& path, std::string_view content) {
   if (starts_with(path, "grading/hidden/")) return true;
   // Host versions of every student step: worked answers of the exercises, for the grader only.
-  if (starts_with(path, "harness/known_good/")) return true;
+  if (is_known_good(path)) return true;
   const std::string wrapped = "/" + path;
   if (wrapped.find("/answer-keys/") != std::string::npos) return true;
   const std::string name = path.substr(path.find_last_of('/') + 1);
@@ -170,7 +172,8 @@ Tree generate_tree(const TreeOptions& options) {
     TreeFile f;
     f.path = rel;
     f.content = read_file(abs);
-    if (!options.instructor && is_instructor_only(rel, f.content)) {
+    if (!options.instructor && !(options.known_good && is_known_good(rel)) &&
+        is_instructor_only(rel, f.content)) {
       tree.left_out.push_back(rel);
       continue;
     }

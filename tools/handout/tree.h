@@ -18,6 +18,9 @@ struct TreeOptions {
   int stub_from = INT_MAX;
   /// Keep instructor-only material (the autograder's copy, which runs the hidden tests).
   bool instructor = false;
+  /// Keep the framework's known-good steps (harness/known_good/, instructor-only) even without
+  /// the rest: every grading links them into its isolated test programs.
+  bool known_good = false;
   /// With a git checkout, also take the files git neither tracks nor ignores (work not yet
   /// committed). Without git every file is taken anyway.
   bool untracked = false;
@@ -63,6 +66,10 @@ std::vector<std::string> list_project_files(const std::filesystem::path& root, b
 /// keys (any folder named answer-keys/), the hidden rubrics (grading/rubric-hidden*.json), and
 /// files with an INSTRUCTOR-ONLY line near the top.
 bool is_instructor_only(const std::string& path, std::string_view content);
+
+/// True for the known-good steps (harness/known_good/): instructor-only, but needed by every
+/// grading, public or hidden.
+bool is_known_good(const std::string& path);
 
 /// Reads and processes every file. Marker errors are collected in Tree::errors (the tree must then
 /// not be written); I/O problems throw std::runtime_error.
