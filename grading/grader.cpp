@@ -509,7 +509,11 @@ struct Pipeline {
     std::vector<std::string> instructor;
     for (const handout::TreeFile& f : tree.files) {
       if (handout::is_instructor_only(f.path, f.content)) instructor.push_back(f.path);
-      if (!rubric.is_student_file(f.path)) filenames_elsewhere.insert(fs::path(f.path).filename().string());
+      // The known-good steps share file names with student files (qkv.cpp, decoder.cpp, ...):
+      // they must not shield the student files' objects from the rule below.
+      if (!rubric.is_student_file(f.path) && !handout::is_known_good(f.path)) {
+        filenames_elsewhere.insert(fs::path(f.path).filename().string());
+      }
     }
     // The tree the framework build compiled: the solution tree, or a copy with every region stubbed.
     const fs::path framework_source = framework.empty() ? fs::path() : framework_source_dir();
@@ -547,6 +551,8 @@ struct Pipeline {
       }
       const std::string rel = it->path().lexically_relative(framework).generic_string();
       const std::string name = it->path().filename().string();
+      // The known-good steps' objects: every grading links them into its isolated programs.
+      if (handout::is_known_good(rel)) continue;
       for (const std::string& student : rubric.student_files) {
         const std::string file = fs::path(student).filename().string();
         if (rel.find(student + ".") != std::string::npos ||
