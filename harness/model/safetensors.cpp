@@ -462,6 +462,51 @@ std::vector<float> to_float32(const TensorInfo& tensor) {
 // Checkpoint
 // ------------------------------------------------------------------------------------------------
 
+// Shards named "<stem>-0000k-of-0000n.safetensors" form a series; an index that names some of
+// them must name all n, or the tensors of the shard it leaves out silently vanish from the model.
+static void check_shard_series(const std::string& index_label,
+                               const std::map<std::string, std::vector<std::string>>& tensors_in) {
+  constexpr std::string_view kSuffix = ".safetensors";
+  constexpr std::size_t kNumbers = 15;  // "-DDDDD-of-DDDDD"
+  const auto is_digits = [](std::string_view text) {
+    return std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  // (stem, n) -> the shard numbers the index names, and one shard name to quote.
+  std::map<std::pair<std::string, unsigned long>, std::set<unsigned long>> series;
+  std::map<std::pair<std::string, unsigned long>, std::string> example;
+  for (const auto& [shard, names] : tensors_in) {
+    if (shard.size() < kNumbers + kSuffix.size() || !shard.ends_with(kSuffix)) continue;
+    const std::string_view numbers =
+        std::string_view(shard).substr(shard.size() - kSuffix.size() - kNumbers, kNumbers);
+    if (numbers[0] != '-' || numbers.substr(6, 4) != "-of-" || !is_digits(numbers.substr(1, 5)) ||
+        !is_digits(numbers.substr(10, 5))) {
+      continue;
+    }
+    const unsigned long k = std::stoul(std::string(numbers.substr(1, 5)));
+    const unsigned long n = std::stoul(std::string(numbers.substr(10, 5)));
+    if (k < 1 || k > n) {
+      fail(index_label + ": tensor " + in_quotes(names.front()) + " is mapped to shard " +
+           in_quotes(shard) + ", whose number " + std::to_string(k) + " is outside 1.." +
+           std::to_string(n));
+    }
+    const auto key = std::make_pair(shard.substr(0, shard.size() - kSuffix.size() - kNumbers), n);
+    series[key].insert(k);
+    example.emplace(key, shard);
+  }
+  for (const auto& [key, named] : series) {
+    const auto& [stem, n] = key;
+    for (unsigned long k = 1; k <= n; ++k) {
+      if (named.count(k) != 0) continue;
+      char numbers[40];
+      std::snprintf(numbers, sizeof numbers, "-%05lu-of-%05lu", k, n);
+      fail(index_label + ": the weight_map maps tensors to " + in_quotes(example.at(key)) +
+           " but none to " + in_quotes(stem + numbers + std::string(kSuffix)) +
+           ", shard " + std::to_string(k) + " of the " + std::to_string(n) +
+           "; an index that leaves out a shard loses its tensors (is it truncated or edited?)");
+    }
+  }
+}
+
 struct Checkpoint::State {
   fs::path path;
   std::vector<std::unique_ptr<MappedFile>> maps;  // owns the memory every TensorInfo points into
@@ -542,6 +587,8 @@ struct Checkpoint::State {
              " is mapped to shard " + in_quotes(shard) + ", but " + (dir / shard).string() + why);
       }
     }
+
+    check_shard_series(index_label, tensors_in);
 
     // What the shards really hold.
     std::map<std::string, std::vector<TensorInfo>> found;  // name -> every copy found

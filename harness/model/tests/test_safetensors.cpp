@@ -653,6 +653,28 @@ TEST_F(SafetensorsTest, IndexNamingAMissingShard) {
                         std::string("shard '") + kShard2 + "'", "does not exist"}));
 }
 
+// An index that forgets a whole shard of its series would drop that shard's tensors without a
+// word; the loader names the shard left out.
+TEST_F(SafetensorsTest, IndexLeavingOutAShardOfItsSeries) {
+  json index = write_two_shards(dir.path());
+  json only_first = json::object();
+  for (const auto& [name, shard] : index["weight_map"].items()) {
+    if (shard == kShard1) only_first[name] = shard;
+  }
+  ASSERT_FALSE(only_first.empty());
+  index["weight_map"] = only_first;
+  write_text(dir / "model.safetensors.index.json", index.dump());
+  EXPECT_TRUE(Mentions(open_error(dir.path()),
+                       {(dir / "model.safetensors.index.json").string(),
+                        std::string("none to '") + kShard2 + "'", "shard 2 of the 2"}));
+  // A shard number outside its series is refused too.
+  index["weight_map"] = json{{"a", "model-00003-of-00002.safetensors"}};
+  clockwork::write_safetensors(dir / "model-00003-of-00002.safetensors",
+                               {TensorData::from_floats("a", DType::F32, {1}, {1.0f})});
+  write_text(dir / "model.safetensors.index.json", index.dump());
+  EXPECT_TRUE(Mentions(open_error(dir.path()), {"tensor 'a'", "number 3 is outside 1..2"}));
+}
+
 // A shard name the file system refuses (over NAME_MAX, 255 bytes on Linux) is reported like a
 // missing shard, naming the index and the tensor, instead of escaping as a filesystem_error.
 TEST_F(SafetensorsTest, IndexNamingAShardTheFileSystemRefuses) {
