@@ -34,26 +34,13 @@ void prefill_layer(const ModelConfig& config, const LayerWeights& w, const RopeT
   known_good::wait_for(stream);
   const size_t rows = static_cast<size_t>(s);
   std::vector<float> xs = known_good::download(x, rows * sh.d);
-  known_good::Qkv a = known_good::qkv_rows(sh, {w.input_layernorm, w.q_proj, w.k_proj, w.v_proj}, xs, s);
   const size_t table = rows * (sh.h_d / 2);
-  const std::vector<float> cos_t = known_good::download(rope.cos, table), sin_t = known_good::download(rope.sin, table);
-  known_good::rope_rows(a.q, cos_t, sin_t, s, sh.h, sh.h_d);
-  known_good::rope_rows(a.k, cos_t, sin_t, s, sh.h_k, sh.h_d);
+  const known_good::Qkv a = known_good::rotated_qkv_rows(sh, w, xs, known_good::download(rope.cos, table),
+                                                         known_good::download(rope.sin, table), s);
   store(cache, a.k, a.v, 0, s);
   const std::vector<float> attn = known_good::causal_attention(a.q, a.k, a.v, s, sh.h, sh.h_k, sh.h_d);
   const known_good::AfterAttention f = known_good::after_attention(sh, w, attn, xs, s);
-  known_good::upload(x, xs);
-  known_good::upload_if(b.attn_norm, a.x_norm);
-  known_good::upload_if(b.q, a.q);
-  known_good::upload_if(b.k, a.k);
-  known_good::upload_if(b.v, a.v);
-  known_good::upload_if(b.attn, attn);
-  known_good::upload_if(b.attn_out, f.attn_out);
-  known_good::upload_if(b.ffn_norm, f.ffn_norm);
-  known_good::upload_if(b.gate, f.gate);
-  known_good::upload_if(b.up, f.up);
-  known_good::upload_if(b.ffn_hidden, f.ffn_hidden);
-  known_good::upload_if(b.ffn_out, f.ffn_out);
+  known_good::upload_layer(x, xs, b, a, attn, f);
 }
 
 void decode_layer(const ModelConfig& config, const LayerWeights& w, const RopeTablesView& rope,
@@ -64,11 +51,9 @@ void decode_layer(const ModelConfig& config, const LayerWeights& w, const RopeTa
   const known_good::Shapes sh(config);
   known_good::wait_for(stream);
   std::vector<float> xs = known_good::download(x, static_cast<size_t>(sh.d));
-  known_good::Qkv a = known_good::qkv_rows(sh, {w.input_layernorm, w.q_proj, w.k_proj, w.v_proj}, xs, 1);
   const size_t half = static_cast<size_t>(sh.h_d / 2), row = static_cast<size_t>(pos) * half;
-  const std::vector<float> cos_t = known_good::download(rope.cos + row, half), sin_t = known_good::download(rope.sin + row, half);
-  known_good::rope_rows(a.q, cos_t, sin_t, 1, sh.h, sh.h_d);
-  known_good::rope_rows(a.k, cos_t, sin_t, 1, sh.h_k, sh.h_d);
+  const known_good::Qkv a = known_good::rotated_qkv_rows(sh, w, xs, known_good::download(rope.cos + row, half),
+                                                         known_good::download(rope.sin + row, half), 1);
   store(cache, a.k, a.v, pos, 1);
   // The cached K and V of positions 0 .. pos, then attention of the new row as the last of them.
   const known_good::KvSlots slots(cache);
@@ -87,18 +72,7 @@ void decode_layer(const ModelConfig& config, const LayerWeights& w, const RopeTa
   const std::vector<float> all = known_good::causal_attention(qs, ks, vs, pos + 1, sh.h, sh.h_k, sh.h_d);
   const std::vector<float> attn(all.end() - static_cast<std::ptrdiff_t>(sh.h) * sh.h_d, all.end());
   const known_good::AfterAttention f = known_good::after_attention(sh, w, attn, xs, 1);
-  known_good::upload(x, xs);
-  known_good::upload_if(b.attn_norm, a.x_norm);
-  known_good::upload_if(b.q, a.q);
-  known_good::upload_if(b.k, a.k);
-  known_good::upload_if(b.v, a.v);
-  known_good::upload_if(b.attn, attn);
-  known_good::upload_if(b.attn_out, f.attn_out);
-  known_good::upload_if(b.ffn_norm, f.ffn_norm);
-  known_good::upload_if(b.gate, f.gate);
-  known_good::upload_if(b.up, f.up);
-  known_good::upload_if(b.ffn_hidden, f.ffn_hidden);
-  known_good::upload_if(b.ffn_out, f.ffn_out);
+  known_good::upload_layer(x, xs, b, a, attn, f);
 }
 
 }  // namespace clockwork

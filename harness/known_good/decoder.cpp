@@ -11,25 +11,12 @@ void decoder_layer(const ModelConfig& config, const LayerWeights& w, const RopeT
   known_good::wait_for(stream);
   const size_t rows = static_cast<size_t>(s);
   std::vector<float> xs = known_good::download(x, rows * sh.d);
-  known_good::Qkv a = known_good::qkv_rows(sh, {w.input_layernorm, w.q_proj, w.k_proj, w.v_proj}, xs, s);
   const size_t table = rows * (sh.h_d / 2);
-  const std::vector<float> cos_t = known_good::download(rope.cos, table), sin_t = known_good::download(rope.sin, table);
-  known_good::rope_rows(a.q, cos_t, sin_t, s, sh.h, sh.h_d);
-  known_good::rope_rows(a.k, cos_t, sin_t, s, sh.h_k, sh.h_d);
+  const known_good::Qkv a = known_good::rotated_qkv_rows(sh, w, xs, known_good::download(rope.cos, table),
+                                                         known_good::download(rope.sin, table), s);
   const std::vector<float> attn = known_good::causal_attention(a.q, a.k, a.v, s, sh.h, sh.h_k, sh.h_d);
   const known_good::AfterAttention f = known_good::after_attention(sh, w, attn, xs, s);
-  known_good::upload(x, xs);
-  known_good::upload_if(b.attn_norm, a.x_norm);
-  known_good::upload_if(b.q, a.q);
-  known_good::upload_if(b.k, a.k);
-  known_good::upload_if(b.v, a.v);
-  known_good::upload_if(b.attn, attn);
-  known_good::upload_if(b.attn_out, f.attn_out);
-  known_good::upload_if(b.ffn_norm, f.ffn_norm);
-  known_good::upload_if(b.gate, f.gate);
-  known_good::upload_if(b.up, f.up);
-  known_good::upload_if(b.ffn_hidden, f.ffn_hidden);
-  known_good::upload_if(b.ffn_out, f.ffn_out);
+  known_good::upload_layer(x, xs, b, a, attn, f);
 }
 
 void run_layers(const ModelConfig& config, const std::vector<LayerWeights>& layers, const RopeTablesView& rope,

@@ -17,20 +17,9 @@ size_t flash_attention_shared_bytes(int n_heads, int n_kv_heads, int head_dim) {
 
 void flash_attention(const float* q, const float* k, const float* v, float* out, int s, int n_heads, int n_kv_heads,
                      int head_dim, cudaStream_t stream) {
-  known_good::require(s >= 0 && n_heads > 0 && n_kv_heads > 0 && head_dim > 0, "flash_attention",
-                      "need s >= 0 and positive n_heads, n_kv_heads, head_dim (got s=" + std::to_string(s) +
-                          ", n_heads=" + std::to_string(n_heads) + ", n_kv_heads=" + std::to_string(n_kv_heads) +
-                          ", head_dim=" + std::to_string(head_dim) + ")");
-  known_good::require(n_heads % n_kv_heads == 0, "flash_attention",
-                      "n_heads (" + std::to_string(n_heads) + ") must be a multiple of n_kv_heads (" +
-                          std::to_string(n_kv_heads) + ")");
+  known_good::require_attention_shapes("flash_attention", s, n_heads, n_kv_heads, head_dim);
   known_good::require(out != q && out != k && out != v, "flash_attention", "out must not alias q, k or v");
-  if (s == 0) return;
-  known_good::wait_for(stream);
-  const size_t rows = static_cast<size_t>(s), kv = static_cast<size_t>(n_kv_heads) * head_dim;
-  known_good::upload(out, known_good::causal_attention(
-                              known_good::download(q, rows * n_heads * head_dim), known_good::download(k, rows * kv),
-                              known_good::download(v, rows * kv), s, n_heads, n_kv_heads, head_dim));
+  known_good::causal_attention_on_device(q, k, v, out, s, n_heads, n_kv_heads, head_dim, stream);
 }
 
 }  // namespace clockwork::kernels

@@ -168,4 +168,25 @@ inline void require(bool ok, const char* who, const std::string& what) {
   if (!ok) throw std::invalid_argument(std::string(who) + ": " + what);
 }
 
+/// The shape checks every prompt-attention launcher makes, with its name in the message.
+inline void require_attention_shapes(const char* who, int s, int n_heads, int n_kv_heads, int head_dim) {
+  require(s >= 0 && n_heads > 0 && n_kv_heads > 0 && head_dim > 0, who,
+          "need s >= 0 and positive n_heads, n_kv_heads, head_dim (got s=" + std::to_string(s) +
+              ", n_heads=" + std::to_string(n_heads) + ", n_kv_heads=" + std::to_string(n_kv_heads) +
+              ", head_dim=" + std::to_string(head_dim) + ")");
+  require(n_heads % n_kv_heads == 0, who,
+          "n_heads (" + std::to_string(n_heads) + ") must be a multiple of n_kv_heads (" +
+              std::to_string(n_kv_heads) + ")");
+}
+
+/// Causal GQA attention of the device buffers q, k, v of a prompt of s tokens into `out`.
+inline void causal_attention_on_device(const float* q, const float* k, const float* v, float* out, int s,
+                                       int n_heads, int n_kv_heads, int head_dim, cudaStream_t stream) {
+  if (s == 0) return;
+  wait_for(stream);
+  const size_t rows = static_cast<size_t>(s), kv = static_cast<size_t>(n_kv_heads) * head_dim;
+  upload(out, causal_attention(download(q, rows * n_heads * head_dim), download(k, rows * kv),
+                               download(v, rows * kv), s, n_heads, n_kv_heads, head_dim));
+}
+
 }  // namespace clockwork::known_good

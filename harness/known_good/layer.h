@@ -63,4 +63,32 @@ inline void upload_if(float* device, const std::vector<float>& host) {
   if (device) upload(device, host);
 }
 
+/// qkv_rows(), then RoPE on Q and K with the tables' first `rows` rows (cos, sin: [rows, h_d/2]).
+inline Qkv rotated_qkv_rows(const Shapes& sh, const LayerWeights& w, const std::vector<float>& x,
+                            const std::vector<float>& cos, const std::vector<float>& sin, int rows) {
+  Qkv a = qkv_rows(sh, {w.input_layernorm, w.q_proj, w.k_proj, w.v_proj}, x, rows);
+  rope_rows(a.q, cos, sin, rows, sh.h, sh.h_d);
+  rope_rows(a.k, cos, sin, rows, sh.h_k, sh.h_d);
+  return a;
+}
+
+/// The layer's results into the buffers the caller gave: x, then every intermediate a
+/// LayerBuffers or DecodeBuffers asks for (the two share these field names).
+template <typename Buffers>
+void upload_layer(float* x, const std::vector<float>& xs, const Buffers& b, const Qkv& a,
+                  const std::vector<float>& attn, const AfterAttention& f) {
+  upload(x, xs);
+  upload_if(b.attn_norm, a.x_norm);
+  upload_if(b.q, a.q);
+  upload_if(b.k, a.k);
+  upload_if(b.v, a.v);
+  upload_if(b.attn, attn);
+  upload_if(b.attn_out, f.attn_out);
+  upload_if(b.ffn_norm, f.ffn_norm);
+  upload_if(b.gate, f.gate);
+  upload_if(b.up, f.up);
+  upload_if(b.ffn_hidden, f.ffn_hidden);
+  upload_if(b.ffn_out, f.ffn_out);
+}
+
 }  // namespace clockwork::known_good
