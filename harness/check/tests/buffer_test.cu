@@ -17,16 +17,9 @@
 #include "harness/check/cuda_check.h"
 #include "harness/check/device_buffer.h"
 #include "harness/check/random.h"
+#include "harness/check/tests/expect_text.h"
 
 using clockwork::DeviceBuffer;
-
-#define EXPECT_CONTAINS(haystack, needle)                                            \
-  do {                                                                               \
-    const std::string h_ = (haystack);                                               \
-    EXPECT_NE(h_.find(needle), std::string::npos) << "missing: " << (needle) << "\n" \
-                                                  << "in:\n"                         \
-                                                  << h_;                             \
-  } while (0)
 
 // y[i] = 2·x[i] for i < n: the correct kernel.
 __global__ void kernel_double(const float* x, float* y, int n) {

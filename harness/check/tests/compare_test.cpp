@@ -18,6 +18,7 @@
 #include "harness/check/grader_seed.h"
 #include "harness/check/random.h"
 #include "harness/check/tolerances.h"
+#include "harness/check/tests/expect_text.h"
 
 namespace {
 
@@ -26,14 +27,6 @@ using clockwork::CompareReport;
 using clockwork::matches_reference;
 using clockwork::PitfallCandidate;
 using clockwork::Tolerance;
-
-#define EXPECT_CONTAINS(haystack, needle)                                            \
-  do {                                                                               \
-    const std::string h_ = (haystack);                                               \
-    EXPECT_NE(h_.find(needle), std::string::npos) << "missing: " << (needle) << "\n" \
-                                                  << "in:\n"                         \
-                                                  << h_;                             \
-  } while (0)
 
 constexpr Tolerance kTight{1e-6, 1e-6, "test tolerance"};
 
@@ -531,32 +524,32 @@ TEST(SeedsDeathTest, GraderChannelIsReadOnceClosedAndNeverPrinted) {
       ::testing::ExitedWithCode(0), "closed=1 same=1 secret=1");
 }
 
+// Inside a death test: asks for a seed, prints the error it must refuse with and exits 0; exits 1
+// if a seed was given.
+[[noreturn]] void exit_with_the_seed_error() {
+  try {
+    clockwork::test_seed(1);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    std::_Exit(0);
+  }
+  std::_Exit(1);
+}
+
 TEST(SeedsDeathTest, EmptyChannelFailsInsteadOfUsingTheFixedSeeds) {
   // What the tests find when other code in the process emptied the pipe first.
   EXPECT_EXIT(
       {
         SeedChannel channel("");
         clockwork::take_grader_seed(channel.envp);
-        try {
-          clockwork::test_seed(1);
-        } catch (const std::invalid_argument& e) {
-          std::fprintf(stderr, "%s\n", e.what());
-          std::_Exit(0);
-        }
-        std::_Exit(1);
+        exit_with_the_seed_error();
       },
       ::testing::ExitedWithCode(0), "was empty or already closed");
   EXPECT_EXIT(
       {
         SeedChannel channel("12x");
         clockwork::take_grader_seed(channel.envp);
-        try {
-          clockwork::test_seed(1);
-        } catch (const std::invalid_argument& e) {
-          std::fprintf(stderr, "%s\n", e.what());
-          std::_Exit(0);
-        }
-        std::_Exit(1);
+        exit_with_the_seed_error();
       },
       ::testing::ExitedWithCode(0), "did not hold a number");
 }
@@ -566,13 +559,7 @@ TEST(SeedsDeathTest, ChannelGivenButNeverReadFails) {
   EXPECT_EXIT(
       {
         setenv("CLOCKWORK_SEED_FD", "9", 1);
-        try {
-          clockwork::test_seed(1);
-        } catch (const std::invalid_argument& e) {
-          std::fprintf(stderr, "%s\n", e.what());
-          std::_Exit(0);
-        }
-        std::_Exit(1);
+        exit_with_the_seed_error();
       },
       ::testing::ExitedWithCode(0), "never read the seed");
 }

@@ -14,6 +14,7 @@
 #include "harness/check/random.h"
 #include "harness/check/tolerances.h"
 #include "harness/check/torch_bridge.h"
+#include "harness/check/tests/expect_text.h"
 #include "reference/ops.h"
 #include "reference/pitfalls.h"
 
@@ -24,14 +25,6 @@ namespace tol = clockwork::tol;
 using clockwork::matches_reference;
 using clockwork::to_tensor;
 using clockwork::to_vector;
-
-#define EXPECT_CONTAINS(haystack, needle)                                            \
-  do {                                                                               \
-    const std::string h_ = (haystack);                                               \
-    EXPECT_NE(h_.find(needle), std::string::npos) << "missing: " << (needle) << "\n" \
-                                                  << "in:\n"                         \
-                                                  << h_;                             \
-  } while (0)
 
 #define EXPECT_STARTS_WITH(text, prefix)                                            \
   do {                                                                              \
