@@ -8,52 +8,20 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "harness/check/compare.h"
-#include "harness/check/temp_dir.h"
+#include "harness/check/random.h"
 #include "harness/check/torch_bridge.h"
-#include "harness/model/safetensors.h"
 #include "harness/pipeline/cached_model.h"
 #include "milestones/milestone3/tests/end_to_end.h"
+#include "milestones/milestone3/tests/tiny_checkpoint.h"
 #include "milestones/milestone3/tests/tiny_config.h"
 #include "reference/model.h"
 
 namespace clockwork {
 namespace {
-
-// A tiny checkpoint (d 64, h 4, h_d 16, d_ff 96, V 97, two layers, context 256) on disk, and the
-// reference model on the same weights.
-struct TinyCheckpoint {
-  ModelConfig config;
-  std::map<std::string, torch::Tensor> weights;
-  TempDir dir;
-  ref::Model reference;
-
-  TinyCheckpoint(int64_t n_kv_heads, uint64_t seed)
-      : config(tiny_test_config(n_kv_heads, 2, 256)),
-        weights(ref::random_weights(config, seed)),
-        reference(config, ref::lookup_from_map(weights)) {
-    std::ofstream(dir.path() / "config.json") << config.to_json();
-    std::vector<TensorData> tensors;
-    for (const ref::WeightSpec& spec : ref::weight_specs(config))
-      tensors.push_back(ref::to_tensor_data(spec.name, weights.at(spec.name)));
-    write_safetensors(dir.path() / "model.safetensors", tensors);
-  }
-};
-
-std::vector<int32_t> prompt(int s, int vocab, uint64_t seed) {
-  std::vector<int32_t> ids(static_cast<size_t>(s));
-  uint64_t x = seed;
-  for (int32_t& id : ids) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    id = static_cast<int32_t>((x >> 33) % static_cast<uint64_t>(vocab));
-  }
-  return ids;
-}
 
 struct Generation {
   std::vector<int32_t> tokens;
@@ -90,8 +58,8 @@ TEST(DecodeGraph, SameTokensAndLogitsAsLaunchingEachKernelAndReplayedEveryStep) 
        KvCacheKind::Contiguous, 16, 0, 2},
       {"paged (4 per page), split into chunks of 8", KvCacheKind::Paged, 4, 8, 1},
   };
-  const TinyCheckpoint tiny(2, 7100);
-  const std::vector<int32_t> ids = prompt(60, static_cast<int>(tiny.config.vocab_size), 91);
+  const TinyCheckpoint tiny(tiny_test_config(2, 2, 256), test_seed(7100));
+  const std::vector<int32_t> ids = random_ids(60, tiny.config.vocab_size, test_seed(91));
   const int steps = 10;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "harness/check/compare.h"
+#include "harness/check/random.h"
 #include "harness/check/temp_dir.h"
 #include "harness/check/torch_bridge.h"
 #include "harness/pipeline/cached_model.h"
@@ -30,16 +31,6 @@ struct Tiny : TinyCheckpoint {
       : TinyCheckpoint(tiny_test_config(n_kv_heads, 2, 256), seed) {}
 };
 
-std::vector<int32_t> prompt(int s, int vocab, uint64_t seed) {
-  std::vector<int32_t> ids(static_cast<size_t>(s));
-  uint64_t x = seed;
-  for (int32_t& id : ids) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    id = static_cast<int32_t>((x >> 33) % static_cast<uint64_t>(vocab));
-  }
-  return ids;
-}
-
 // The fused pipeline against the reference and against the pipeline with milestone 3's
 // attention, for GQA ratios 1, 2 and 4 and a prompt spanning several tiles.
 TEST(FusedModel, MatchesTheReferenceAndMilestoneThree) {
@@ -47,7 +38,7 @@ TEST(FusedModel, MatchesTheReferenceAndMilestoneThree) {
     SCOPED_TRACE("h_k = " + std::to_string(h_k));
     const Tiny tiny(h_k, 5300 + static_cast<uint64_t>(h_k));
     const int s = 2 * kernels::kFlashAttentionTile + 5;
-    const std::vector<int32_t> ids = prompt(s, static_cast<int>(tiny.config.vocab_size), 77);
+    const std::vector<int32_t> ids = random_ids(static_cast<size_t>(s), tiny.config.vocab_size, test_seed(77));
     const ref::ForwardResult want = tiny.reference.forward({ids.begin(), ids.end()});
     // The tolerance milestone 3 derives for a whole model: every layer's ops, attention included
     // (the fused kernel's few extra rescale roundings are far inside it at this length).
@@ -81,7 +72,7 @@ TEST(FusedModel, DeviceMemoryGrowsLinearlyInS) {
   const int lengths[] = {32, 64, 128, 256};
   std::vector<int64_t> fused_bytes, plain_bytes;
   for (int s : lengths) {
-    const std::vector<int32_t> ids = prompt(s, static_cast<int>(tiny.config.vocab_size), 78);
+    const std::vector<int32_t> ids = random_ids(static_cast<size_t>(s), tiny.config.vocab_size, test_seed(78));
     Model fused = Model::load(tiny.dir.path());
     fused.use_fused_attention(true);
     (void)fused.forward(ids);
@@ -116,7 +107,7 @@ TEST(FusedModel, DeviceMemoryGrowsLinearlyInS) {
 
 TEST(FusedModel, SwitchingBackAndForthKeepsTheResult) {
   const Tiny tiny(2, 5320);
-  const std::vector<int32_t> ids = prompt(21, static_cast<int>(tiny.config.vocab_size), 79);
+  const std::vector<int32_t> ids = random_ids(21, tiny.config.vocab_size, test_seed(79));
   Model model = Model::load(tiny.dir.path());
   const std::vector<float> a = model.forward(ids);
   model.use_fused_attention(true);
@@ -140,7 +131,7 @@ TEST(FusedModel, CachedGenerationWithAFusedPrefill) {
   const Tiny tiny(2, 5330);
   const int s = 2 * kernels::kFlashAttentionTile + 3, steps = 6;
   const std::vector<int32_t> prompt_ids =
-      prompt(s, static_cast<int>(tiny.config.vocab_size), 80);
+      random_ids(static_cast<size_t>(s), tiny.config.vocab_size, test_seed(80));
   auto argmax = [](const std::vector<float>& v) {
     size_t best = 0;
     for (size_t i = 1; i < v.size(); ++i)
