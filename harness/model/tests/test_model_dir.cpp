@@ -1,5 +1,6 @@
 // Tests of a model directory's parts opened together (model_dir.h): a multimodal Gemma 3
-// checkpoint opened as its text model, in both of the layouts transformers has written.
+// checkpoint opened as its text model, in both of the layouts transformers has written, and the
+// tokenizer of each family with its prompt and stop tokens.
 #include "harness/model/model_dir.h"
 
 #include <gtest/gtest.h>
@@ -164,6 +165,45 @@ TEST(MultimodalCheckpointLayout, TextOnlyCheckpointsAreUntouched) {
   EXPECT_EQ(ckpt.names(), (std::vector<std::string>{"model.norm.weight", "vision_tower.w"}));
   EXPECT_TRUE(ckpt.set_aside().empty());
   EXPECT_TRUE(ckpt.get("model.norm.weight").stored_name.empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tokenizer by family
+// ---------------------------------------------------------------------------------------------
+const fs::path kGemmaTokenizerDir = CLOCKWORK_GEMMA_TOKENIZER_DATA;
+
+TEST(TokenizerByFamily, GemmaPromptsUseGemmasTemplateAndStopTokens) {
+  const Tokenizer tok = load_tokenizer(kGemmaTokenizerDir, ModelFamily::gemma3);
+  EXPECT_EQ(tok.style(), Tokenizer::Style::kSentencePiece);
+  const std::vector<int32_t> chat = encode_prompt(tok, "Who jumps?", /*chat=*/true, "Be brief.");
+  EXPECT_EQ(chat, tok.encode(format_gemma_chat({{"system", "Be brief."}, {"user", "Who jumps?"}}),
+                             /*allow_special=*/true));
+  std::vector<int32_t> plain{tok.bos_id()};
+  for (int32_t id : tok.encode("Who jumps?")) plain.push_back(id);
+  EXPECT_EQ(encode_prompt(tok, "Who jumps?", /*chat=*/false, ""), plain);
+
+  // config.json's end tokens, plus the tokenizer's <eos> (1) and <end_of_turn> (6).
+  ModelConfig config = ModelConfig::from_json_text(kTinyMultimodalConfig, "config.json");
+  config.eos_token_ids = {7};
+  EXPECT_EQ(stop_ids(config, tok), (std::vector<int32_t>{1, 6, 7}));
+}
+
+TEST(TokenizerByFamily, ATokenizerOfTheOtherFamilyIsRefused) {
+  const std::string gemma_as_llama =
+      error_of([] { load_tokenizer(kGemmaTokenizerDir, ModelFamily::llama); });
+  EXPECT_NE(gemma_as_llama.find(kGemmaTokenizerDir.string() + ": config.json describes a llama"),
+            std::string::npos)
+      << gemma_as_llama;
+  EXPECT_NE(gemma_as_llama.find("SentencePiece-style"), std::string::npos) << gemma_as_llama;
+
+  TempDir dir("clockwork-tok");
+  train_small_bpe("the fox and the dog and the fox", 5).write_tokenizer_json(dir.path() /
+                                                                               "tokenizer.json");
+  EXPECT_EQ(load_tokenizer(dir.path(), ModelFamily::llama).style(), Tokenizer::Style::kByteLevel);
+  const std::string llama_as_gemma =
+      error_of([&] { load_tokenizer(dir.path(), ModelFamily::gemma3); });
+  EXPECT_NE(llama_as_gemma.find("byte-level one (Llama 3's)"), std::string::npos)
+      << llama_as_gemma;
 }
 
 }  // namespace
