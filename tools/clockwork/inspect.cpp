@@ -164,8 +164,16 @@ int cmd_inspect(const std::vector<std::string>& argv) {
     out << "  none (no tokenizer.json or original/tokenizer.model)\n";
   } else {
     out << "  file               " << tokenizer_file << "\n"
-        << "  tokens             " << tokenizer->vocab_size() << " (" << tokenizer->special_base()
-        << " base + " << tokenizer->num_special_tokens() << " special)\n";
+        << "  tokens             " << tokenizer->vocab_size() << " (" << tokenizer->special_base();
+    if (tokenizer->style() == Tokenizer::Style::kSentencePiece) {
+      // Gemma's special tokens sit inside model.vocab; count them instead.
+      int32_t special = 0;
+      for (int32_t id = 0; id < tokenizer->vocab_size(); ++id) special += tokenizer->is_special(id);
+      out << " in model.vocab + " << tokenizer->num_special_tokens() << " after it; " << special
+          << " special)\n";
+    } else {
+      out << " base + " << tokenizer->num_special_tokens() << " special)\n";
+    }
     out << "  kind               "
         << (tokenizer->style() == Tokenizer::Style::kSentencePiece
                 ? "SentencePiece-style BPE (Gemma 3)"
