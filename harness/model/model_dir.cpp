@@ -35,6 +35,23 @@ Tokenizer load_tokenizer(const fs::path& dir) {
   return Tokenizer::from_file(dir);
 }
 
+Tokenizer load_tokenizer(const fs::path& dir, ModelFamily family) {
+  Tokenizer tokenizer = Tokenizer::from_file(dir);
+  const Tokenizer::Style wanted =
+      family == ModelFamily::gemma3 ? Tokenizer::Style::kSentencePiece : Tokenizer::Style::kByteLevel;
+  if (tokenizer.style() != wanted) {
+    auto describe = [](Tokenizer::Style s) {
+      return s == Tokenizer::Style::kSentencePiece ? "a SentencePiece-style one (Gemma 3's)"
+                                                   : "a byte-level one (Llama 3's)";
+    };
+    throw std::runtime_error(dir.string() + ": config.json describes a " +
+                             std::string(family_name(family)) + " model, but the tokenizer is " +
+                             describe(tokenizer.style()) + " where " + describe(wanted) +
+                             " was expected; the tokenizer does not belong to this model");
+  }
+  return tokenizer;
+}
+
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
   const int64_t d = c.hidden_size;
   const int64_t q_width = c.num_heads * c.head_dim;
@@ -95,7 +112,7 @@ void check_tokenizer_fits(const Tokenizer& tokenizer, const ModelConfig& config)
 std::vector<int32_t> stop_ids(const ModelConfig& config, const Tokenizer& tokenizer) {
   std::vector<int32_t> out;
   for (int64_t id : config.eos_token_ids) out.push_back(static_cast<int32_t>(id));
-  for (const char* name : {"<|end_of_text|>", "<|eot_id|>"}) {
+  for (const char* name : {"<|end_of_text|>", "<|eot_id|>", "<eos>", "<end_of_turn>"}) {
     if (auto id = tokenizer.find_special(name)) out.push_back(*id);
   }
   std::sort(out.begin(), out.end());

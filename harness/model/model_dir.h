@@ -20,7 +20,12 @@ std::filesystem::path require_model_dir(const std::string& path);
 ModelConfig load_config(const std::filesystem::path& dir);
 
 /// Opens DIR/tokenizer.json, or DIR/original/tokenizer.model when there is no tokenizer.json.
+/// The file says which kind it is (Tokenizer::style()).
 Tokenizer load_tokenizer(const std::filesystem::path& dir);
+
+/// Same, and checks that the tokenizer is the kind `family` uses (Llama: byte-level; Gemma 3:
+/// SentencePiece-style); throws std::runtime_error naming the folder and both otherwise.
+Tokenizer load_tokenizer(const std::filesystem::path& dir, ModelFamily family);
 
 /// One tensor a Llama checkpoint of a configuration must hold.
 struct ExpectedTensor {
@@ -39,12 +44,14 @@ void check_tensors(const Checkpoint& checkpoint, const ModelConfig& config, bool
 /// The tokenizer must fit the model: every token id must be a row of the embedding table.
 void check_tokenizer_fits(const Tokenizer& tokenizer, const ModelConfig& config);
 
-/// The ids generation stops on: config.json's eos_token_id list plus the tokenizer's
-/// <|end_of_text|> and <|eot_id|> when it has them.
+/// The ids generation stops on: config.json's eos_token_id list plus the tokenizer's end of
+/// text and end of turn (<|end_of_text|> and <|eot_id|>, or <eos> and <end_of_turn>) when it has
+/// them.
 std::vector<int32_t> stop_ids(const ModelConfig& config, const Tokenizer& tokenizer);
 
-/// The prompt as ids: the chat template around a user message (and an optional system message)
-/// with `chat`, otherwise <|begin_of_text|> followed by the plain text.
+/// The prompt as ids: the chat template of the tokenizer's family around a user message (and an
+/// optional system message, which Gemma folds into the user turn) with `chat`, otherwise
+/// bos_id() (<|begin_of_text|> or <bos>) followed by the plain text.
 std::vector<int32_t> encode_prompt(const Tokenizer& tokenizer, const std::string& prompt, bool chat,
                                    const std::string& system);
 

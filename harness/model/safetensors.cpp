@@ -619,6 +619,59 @@ struct Checkpoint::State {
     }
     for (auto& [name, copies] : found) add(std::move(copies.front()));
   }
+
+  // The multimodal layouts (see Checkpoint::open): renames the text model's tensors to the names
+  // of a text-only checkpoint and sets the others aside. A checkpoint with neither prefix is left
+  // as it is.
+  void adopt_text_model() {
+    struct Prefix {
+      std::string_view stored, canonical;
+    };
+    static constexpr Prefix kTextPrefixes[] = {
+        {"language_model.model.", "model."},      // Google's files, transformers before 4.52
+        {"language_model.lm_head.", "lm_head."},  // (absent when the embeddings are tied)
+        {"model.language_model.", "model."},      // transformers 4.52 and later
+    };
+    const bool multimodal = std::any_of(tensors.begin(), tensors.end(), [](const auto& entry) {
+      return entry.first.starts_with("language_model.model.") ||
+             entry.first.starts_with("model.language_model.");
+    });
+    if (!multimodal) return;
+    std::map<std::string, TensorInfo, std::less<>> text;
+    for (auto& [stored, t] : tensors) {
+      std::string name;
+      for (const Prefix& p : kTextPrefixes) {
+        if (stored.starts_with(p.stored)) {
+          name = std::string(p.canonical) + stored.substr(p.stored.size());
+          break;
+        }
+      }
+      // The newer layout keeps lm_head at the top level, beside "model.language_model.".
+      // Text-model names already in the text-only form stay (and clash with a prefixed copy).
+      for (std::string_view own : {"lm_head.", "model.layers.", "model.embed_tokens.", "model.norm."}) {
+        if (name.empty() && stored.starts_with(own)) name = stored;
+      }
+      if (name.empty()) {
+        set_aside.push_back(stored);
+        total_bytes -= t.nbytes;
+        num_parameters -= static_cast<uint64_t>(t.numel());
+        continue;
+      }
+      if (auto clash = text.find(name); clash != text.end()) {
+        fail(t.file + ": tensors " +
+             in_quotes(clash->second.stored_name.empty() ? clash->first
+                                                         : clash->second.stored_name) +
+             " and " + in_quotes(stored) + " both hold the text model's " + in_quotes(name) +
+             "; a multimodal checkpoint stores its text model under one prefix only");
+      }
+      if (name != stored) t.stored_name = stored;
+      t.name = name;
+      text.emplace(std::move(name), std::move(t));
+    }
+    tensors = std::move(text);
+  }
+
+  std::vector<std::string> set_aside;  // sorted: collected from the sorted map
 };
 
 Checkpoint::Checkpoint(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -650,6 +703,7 @@ Checkpoint Checkpoint::open(const fs::path& path) {
   } else {
     state->open_single(path);
   }
+  state->adopt_text_model();
   return Checkpoint(std::move(state));
 }
 
@@ -697,7 +751,9 @@ const TensorInfo& Checkpoint::get(std::string_view name, DType dtype,
   const bool shape_ok = t.shape == shape;
   if (dtype_ok && shape_ok) return t;
   const char* what = !dtype_ok && !shape_ok ? "dtype and shape" : (!dtype_ok ? "dtype" : "shape");
-  fail(t.file + ": tensor " + in_quotes(t.name) + " has the wrong " + what +
+  const std::string stored =
+      t.stored_name.empty() ? "" : " (stored as " + in_quotes(t.stored_name) + ")";
+  fail(t.file + ": tensor " + in_quotes(t.name) + stored + " has the wrong " + what +
        "\n  Expected: " + std::string(dtype_name(dtype)) + " " + shape_string(shape) +
        "\n  Actual:   " + t.describe());
 }
@@ -713,6 +769,9 @@ const std::vector<CheckpointFile>& Checkpoint::files() const {
 }
 const fs::path& Checkpoint::path() const {
   return state_->path;
+}
+const std::vector<std::string>& Checkpoint::set_aside() const {
+  return state_->set_aside;
 }
 
 std::vector<TensorInfo> parse_safetensors_bytes(std::span<const std::byte> bytes,

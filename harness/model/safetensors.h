@@ -83,6 +83,9 @@ struct TensorInfo {
   const std::byte* data = nullptr;  ///< first byte of the tensor, numel() * dtype_size(dtype) bytes
   size_t nbytes = 0;                ///< byte length of the tensor
   std::string file;                 ///< the file that holds the tensor (for error messages)
+  /// The name in the file when it differs from `name`: the text model of a multimodal checkpoint
+  /// is stored under another prefix (see Checkpoint::open); empty otherwise.
+  std::string stored_name;
 
   /// Number of elements: the product of `shape` (1 for a scalar).
   int64_t numel() const;
@@ -112,6 +115,14 @@ class Checkpoint {
   ///   - a `.safetensors` file.
   /// Validates every header (and the index against the shards) before returning.
   /// Throws CheckpointError on any problem.
+  ///
+  /// A multimodal checkpoint (Gemma3ForConditionalGeneration, model_type "gemma3") keeps its
+  /// text model under another prefix: "language_model.model." (and "language_model.lm_head.") in
+  /// Google's released files and older transformers, "model.language_model." in transformers
+  /// 4.52 and later. Such a checkpoint is opened as its text model: those tensors are named as a
+  /// text-only checkpoint names them ("model.layers.0...", "lm_head.weight"), and every other
+  /// tensor (the vision tower, the multimodal projector) is set aside: absent from names(),
+  /// get(), size(), total_bytes() and num_parameters(), and listed by set_aside().
   static Checkpoint open(const std::filesystem::path& path);
 
   Checkpoint(Checkpoint&&) noexcept;
@@ -149,6 +160,10 @@ class Checkpoint {
 
   /// The path that was passed to open().
   const std::filesystem::path& path() const;
+
+  /// Names (as stored) of the tensors a multimodal checkpoint holds beside its text model, sorted;
+  /// empty for a text-only checkpoint.
+  const std::vector<std::string>& set_aside() const;
 
  private:
   struct State;

@@ -204,6 +204,10 @@ Tokenizer make_tokenizer(std::unique_ptr<Tokenizer::Impl> impl, std::string_view
     throw TokenizerError(std::string(origin) + ": " + what);
   };
   Tokenizer::Impl& t = *impl;
+  if (t.style == Tokenizer::Style::kSentencePiece) {
+    build_sentencepiece_tables(t, origin);
+    return Tokenizer(std::move(impl));
+  }
   const auto total = static_cast<int32_t>(t.tokens.size());
   if (t.special_base < 256 || t.special_base > total) {
     fail("the base vocabulary has " + std::to_string(t.special_base) +
@@ -369,6 +373,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 2);
   if (bos) ids.push_back(bos_id());
+  if (t.style == Style::kSentencePiece) {
+    encode_sentencepiece(t, text, allow_special, ids);
+    return ids;
+  }
   size_t start = 0;  // start of the text not yet encoded
   if (allow_special) {
     size_t i = 0;
@@ -446,10 +454,25 @@ int32_t Tokenizer::num_special_tokens() const {
   return vocab_size() - impl_->special_base;
 }
 bool Tokenizer::is_special(int32_t id) const {
-  return id >= impl_->special_base && id < vocab_size();
+  if (id < 0 || id >= vocab_size()) return false;
+  if (impl_->style == Style::kSentencePiece) return impl_->special[id];
+  return id >= impl_->special_base;
 }
 Tokenizer::MergeRule Tokenizer::merge_rule() const {
   return impl_->rule;
+}
+Tokenizer::Style Tokenizer::style() const {
+  return impl_->style;
+}
+
+int32_t Tokenizer::bos_id() const {
+  return special_id(impl_->style == Style::kSentencePiece ? "<bos>" : "<|begin_of_text|>");
+}
+int32_t Tokenizer::eos_id() const {
+  return special_id(impl_->style == Style::kSentencePiece ? "<eos>" : "<|end_of_text|>");
+}
+int32_t Tokenizer::eot_id() const {
+  return special_id(impl_->style == Style::kSentencePiece ? "<end_of_turn>" : "<|eot_id|>");
 }
 
 std::optional<int32_t> Tokenizer::find_special(std::string_view text) const {
@@ -464,6 +487,19 @@ int32_t Tokenizer::special_id(std::string_view text) const {
 }
 
 std::optional<int32_t> Tokenizer::find_token(std::string_view bytes) const {
+  if (impl_->style == Style::kSentencePiece) {
+    std::string piece;
+    for (char c : bytes) {
+      if (c == ' ') {
+        piece += "\xE2\x96\x81";  // '▁'
+      } else {
+        piece += c;
+      }
+    }
+    auto it = impl_->piece_ids.find(piece);
+    if (it == impl_->piece_ids.end()) return std::nullopt;
+    return it->second;
+  }
   auto it = impl_->base_ids.find(bytes);
   if (it == impl_->base_ids.end()) return std::nullopt;
   return it->second;
@@ -504,8 +540,93 @@ std::string format_chat(const std::vector<ChatMessage>& messages, bool add_gener
   return text;
 }
 
+namespace {
+
+constexpr std::string_view kGemmaBos = "<bos>";
+constexpr std::string_view kStartOfTurn = "<start_of_turn>";
+constexpr std::string_view kEndOfTurn = "<end_of_turn>";
+
+// One turn of Gemma 3's template: the role as written, and the text of the turn (the folded
+// system prompt, then the trimmed content).
+struct GemmaTurn {
+  std::string_view role;
+  std::string text;
+};
+
+// Gemma 3's template logic: the system prompt folded into the first user turn, roles checked.
+std::vector<GemmaTurn> gemma_turns(const std::vector<ChatMessage>& messages) {
+  std::string first_user_prefix;
+  size_t first = 0;
+  if (!messages.empty() && messages[0].role == "system") {
+    check_utf8(messages[0].content);
+    first_user_prefix = messages[0].content + "\n\n";  // not trimmed, as the template does
+    first = 1;
+  }
+  std::vector<GemmaTurn> turns;
+  for (size_t i = first; i < messages.size(); ++i) {
+    const bool user_turn = (i - first) % 2 == 0;
+    if ((messages[i].role == "user") != user_turn) {
+      throw TokenizerError(
+          "chat message " + std::to_string(i) + " has role \"" + messages[i].role +
+          "\" where Gemma's template expects " + (user_turn ? "\"user\"" : "a reply (\"assistant\")") +
+          ": after an optional first system message, roles must alternate user, assistant, user, "
+          "...");
+    }
+    GemmaTurn turn;
+    turn.role = messages[i].role == "assistant" ? std::string_view("model")
+                                                : std::string_view(messages[i].role);
+    if (i == first) turn.text = first_user_prefix;
+    turn.text += trimmed_content(messages[i]);
+    turns.push_back(std::move(turn));
+  }
+  return turns;
+}
+
+}  // namespace
+
+std::string format_gemma_chat(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  std::string text(kGemmaBos);
+  for (const GemmaTurn& turn : gemma_turns(messages)) {
+    text += kStartOfTurn;
+    text += turn.role;
+    text += '\n';
+    text += turn.text;
+    text += kEndOfTurn;
+    text += '\n';
+  }
+  if (add_generation_prompt) {
+    text += kStartOfTurn;
+    text += "model\n";
+  }
+  return text;
+}
+
 std::vector<int32_t> Tokenizer::encode_chat(const std::vector<ChatMessage>& messages,
                                             bool add_generation_prompt) const {
+  if (style() == Style::kSentencePiece) {
+    const int32_t start = special_id(kStartOfTurn);
+    const int32_t end = special_id(kEndOfTurn);
+    // As in the Llama branch below, each stretch between control tokens is encoded as one text,
+    // just as the formatted string would be with special tokens allowed.
+    std::vector<int32_t> ids{bos_id()};
+    auto append_text = [&](std::string_view text) {
+      std::vector<int32_t> part = encode(text);
+      ids.insert(ids.end(), part.begin(), part.end());
+    };
+    const std::vector<GemmaTurn> turns = gemma_turns(messages);
+    for (size_t i = 0; i < turns.size(); ++i) {
+      if (i > 0) append_text("\n");  // after the previous <end_of_turn>
+      ids.push_back(start);
+      append_text(std::string(turns[i].role) + "\n" + turns[i].text);
+      ids.push_back(end);
+    }
+    if (!turns.empty()) append_text("\n");
+    if (add_generation_prompt) {
+      ids.push_back(start);
+      append_text("model\n");
+    }
+    return ids;
+  }
   const int32_t start_header = special_id(kStartHeader);
   const int32_t end_header = special_id(kEndHeader);
   const int32_t eot = special_id(kEot);

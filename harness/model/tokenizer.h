@@ -1,15 +1,28 @@
-// The Llama 3 tokenizer: byte-level BPE with tiktoken-style ranks.
+// The tokenizers of the course's two model families, read from HuggingFace `tokenizer.json`:
 //
+// Llama 3: byte-level BPE with tiktoken-style ranks (Tokenizer::Style::kByteLevel).
 //   text ──► special tokens cut out literally (only when allowed)
 //        ──► pre-tokenizer regex splits the rest into pieces        (split_pieces, milestone 1)
 //        ──► each piece's UTF-8 bytes merged by lowest rank (BPE)  (merge_piece, milestone 1)
 //        ──► token ids
 //   ids  ──► token bytes ──► UTF-8 text                              (Tokenizer::decode)
 //
-// Two file formats are read and written:
-//   * HuggingFace `tokenizer.json`: `model.vocab` maps byte-level strings (the GPT-2
+// Gemma 3: SentencePiece-style BPE (Tokenizer::Style::kSentencePiece).
+//   text ──► added tokens cut out literally (special ones only when allowed)
+//        ──► ' ' replaced by U+2581 '▁' (the normalizer); no pre-tokenizer: each stretch between
+//            added tokens is one piece
+//        ──► BPE over the piece's characters, by lowest merge rank  (merge_piece, milestone 1)
+//        ──► a character with no token of its own becomes its bytes' <0xNN> tokens (byte fallback)
+//   ids  ──► '▁' back to ' ', <0xNN> to the byte NN ──► UTF-8 text
+//
+// Two file formats are read, and written for Llama 3:
+//   * HuggingFace `tokenizer.json`. Llama 3's: `model.vocab` maps byte-level strings (the GPT-2
 //     byte-to-unicode alphabet) to ids, `model.merges` lists merges in rank order, and
-//     `added_tokens` holds the special tokens (ids 128000..128255 for Llama 3).
+//     `added_tokens` holds the special tokens (ids 128000..128255). Gemma 3's: `model.vocab` maps
+//     the pieces themselves (UTF-8 with '▁' for a space, "<0x41>" for a byte) to ids, the
+//     normalizer is Replace(' ', '▁'), `model.byte_fallback` is true, the decoder is
+//     Replace('▁', ' '), ByteFallback, Fuse, and `added_tokens` lists tokens that are also in
+//     model.vocab (<bos> is id 2, <start_of_turn> 105) besides some after it.
 //   * Meta's `original/tokenizer.model`: one `base64(token bytes) rank` line per token, id = rank.
 //     The file has no special tokens; Llama 3's 256 are appended after the last rank.
 //
@@ -88,8 +101,25 @@ struct ChatMessage {
 std::string format_chat(const std::vector<ChatMessage>& messages,
                         bool add_generation_prompt = true);
 
+/// Gemma 3 instruction-tuned models' chat template as text, as their tokenizer_config.json
+/// writes it:
+///   <bos> then, per message, <start_of_turn>{role}\n{trimmed content}<end_of_turn>\n
+///   and, if add_generation_prompt, <start_of_turn>model\n.
+/// The role "assistant" is written "model". Gemma has no system turn: a first message with role
+/// "system" is folded into the first user turn as its content followed by "\n\n" (not trimmed),
+/// before the trimmed user text. After it, roles must alternate user, assistant, user, ...;
+/// anything else throws TokenizerError naming the message. <bos> is there even with no messages.
+std::string format_gemma_chat(const std::vector<ChatMessage>& messages,
+                              bool add_generation_prompt = true);
+
 class Tokenizer {
  public:
+  /// The kind of tokenizer a file describes; it decides the encoding and the chat template.
+  enum class Style {
+    kByteLevel,      ///< Llama 3: byte-level BPE after a pre-tokenizer regex
+    kSentencePiece,  ///< Gemma 3: BPE over characters with '▁' for spaces and byte fallback
+  };
+
   /// How a pair of adjacent tokens may merge during BPE.
   enum class MergeRule {
     kMergeList,   ///< tokenizer.json: only listed merges; rank = position in model.merges
@@ -97,7 +127,8 @@ class Tokenizer {
   };
 
   /// Loads `tokenizer.json` or `tokenizer.model`, chosen by extension and then by content (a
-  /// file starting with '{' is JSON). A directory is searched for `tokenizer.json`, then
+  /// file starting with '{' is JSON). A tokenizer.json with the normalizer Replace(' ', '▁') or
+  /// byte fallback is read as kSentencePiece (Gemma 3), any other as kByteLevel (Llama 3). A directory is searched for `tokenizer.json`, then
   /// `original/tokenizer.model`.
   static Tokenizer from_file(const std::filesystem::path& path);
   static Tokenizer from_tokenizer_json(const std::filesystem::path& path);
@@ -117,13 +148,16 @@ class Tokenizer {
 
   /// Text → ids. With allow_special, special token strings in the text (e.g. "<|eot_id|>")
   /// become their ids; without it they are encoded as ordinary text. With bos, the ids start
-  /// with <|begin_of_text|>. Throws InvalidUtf8Error if `text` is not valid UTF-8 (overlong
+  /// with bos_id(). A kSentencePiece tokenizer cuts out the added tokens that are not special
+  /// (Gemma's "<unused0>", say) in either case, as HuggingFace does. Throws InvalidUtf8Error if `text` is not valid UTF-8 (overlong
   /// forms and surrogates included).
   std::vector<int32_t> encode(std::string_view text, bool allow_special = false,
                               bool bos = false) const;
 
-  /// Ids of format_chat(messages, add_generation_prompt). Role and content are encoded as plain
-  /// text, so a special token string typed inside a message cannot act as a control token.
+  /// Ids of the chat template of this tokenizer's family: format_chat(messages,
+  /// add_generation_prompt) for kByteLevel, format_gemma_chat for kSentencePiece. Role and
+  /// content are encoded as plain text, so a special token string typed inside a message cannot
+  /// act as a control token.
   std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages,
                                    bool add_generation_prompt = true) const;
 
@@ -137,23 +171,32 @@ class Tokenizer {
   const std::string& token_bytes(int32_t id) const;
 
   int32_t vocab_size() const;          ///< base vocabulary + special tokens (128256 for Llama 3)
-  int32_t special_base() const;        ///< id of the first special token = base vocabulary size
-  int32_t num_special_tokens() const;  ///< special tokens at special_base() .. vocab_size()-1
+  /// Base vocabulary size (model.vocab's entries): for kByteLevel the id of the first special
+  /// token; for kSentencePiece the special tokens lie inside the base vocabulary too.
+  int32_t special_base() const;
+  int32_t num_special_tokens() const;  ///< tokens at special_base() .. vocab_size()-1
+  /// A special token: for kByteLevel every token from special_base() on, for kSentencePiece the
+  /// added tokens marked "special": true (<bos>, <eos>, <start_of_turn>, ...).
   bool is_special(int32_t id) const;
   MergeRule merge_rule() const;
+  Style style() const;
 
   /// Id of a special token by its text, e.g. "<|eot_id|>".
   std::optional<int32_t> find_special(std::string_view text) const;
   /// Same, throwing TokenizerError if this tokenizer has no such token.
   int32_t special_id(std::string_view text) const;
-  /// Id of a base-vocabulary token by its bytes.
+  /// Id of a base-vocabulary token by its bytes (kSentencePiece: the piece whose text, with '▁'
+  /// read as a space, is `bytes`; a <0xNN> token is found by its name, not by its byte).
   std::optional<int32_t> find_token(std::string_view bytes) const;
 
-  int32_t bos_id() const { return special_id("<|begin_of_text|>"); }
-  int32_t eos_id() const { return special_id("<|end_of_text|>"); }
-  int32_t eot_id() const { return special_id("<|eot_id|>"); }
+  /// <|begin_of_text|> (Llama 3) or <bos> (Gemma 3).
+  int32_t bos_id() const;
+  /// <|end_of_text|> or <eos>.
+  int32_t eos_id() const;
+  /// The end of a chat turn: <|eot_id|> or <end_of_turn>.
+  int32_t eot_id() const;
 
-  /// Writes HuggingFace `tokenizer.json`. For a kTokenRanks tokenizer the merges are derived
+  /// Writes HuggingFace `tokenizer.json` (kByteLevel only). For a kTokenRanks tokenizer the merges are derived
   /// from the ranks: every split of a token into two tokens, ordered by the token's rank.
   /// Written to a temporary file in the same folder and renamed into place.
   void write_tokenizer_json(const std::filesystem::path& path) const;

@@ -255,6 +255,246 @@ class JsonReader {
   std::string origin_;
 };
 
+// model.merges in rank order as pairs of ids; `key_ids` maps model.vocab's keys to ids. Entries
+// are "left right" or ["left", "right"]; both halves and their concatenation must be keys.
+void read_merges(const JsonReader& reader, const json& model,
+                 const std::unordered_map<std::string, int32_t>& key_ids,
+                 std::vector<std::pair<int32_t, int32_t>>& merge_list) {
+  auto merges_it = model.find("merges");
+  if (merges_it != model.end() && !merges_it->is_null()) {
+    const json& merges = *merges_it;
+    if (!merges.is_array()) reader.fail("model.merges", "expected an array");
+    merge_list.reserve(merges.size());
+    for (size_t rank = 0; rank < merges.size(); ++rank) {
+      const std::string path = "model.merges[" + std::to_string(rank) + "]";
+      const json& entry = merges[rank];
+      std::string left, right;
+      // "left right": neither the byte-level alphabet nor a '▁'-normalized piece has a space
+      if (entry.is_string()) {
+        const std::string s = entry.get<std::string>();
+        const size_t space = s.find(' ');
+        if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
+          reader.fail(path,
+                      "expected \"left right\" with one space, found " + json_short_text(entry));
+        }
+        left = s.substr(0, space);
+        right = s.substr(space + 1);
+      } else if (entry.is_array() && entry.size() == 2 && entry[0].is_string() &&
+                 entry[1].is_string()) {  // ["left", "right"]
+        left = entry[0].get<std::string>();
+        right = entry[1].get<std::string>();
+      } else {
+        reader.fail(path,
+                    "expected \"left right\" or [\"left\", \"right\"], found " +
+                        json_short_text(entry));
+      }
+      auto l = key_ids.find(left);
+      auto r = key_ids.find(right);
+      if (l == key_ids.end()) reader.fail(path, json_quoted(left) + " is not in model.vocab");
+      if (r == key_ids.end()) reader.fail(path, json_quoted(right) + " is not in model.vocab");
+      if (!key_ids.contains(left + right)) {
+        reader.fail(path,
+                    "the merged token " + json_quoted(left + right) + " is not in model.vocab");
+      }
+      merge_list.emplace_back(l->second, r->second);
+    }
+  }
+
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// tokenizer.json of Gemma 3 (Style::kSentencePiece)
+// ---------------------------------------------------------------------------------------------
+constexpr std::string_view kMetaSpace = "\xE2\x96\x81";  // '▁'
+
+bool is_string_pattern(const json& node, std::string_view key, std::string_view value) {
+  auto it = node.find(key);
+  if (it == node.end() || !it->is_object()) return false;
+  auto s = it->find("String");
+  return s != it->end() && s->is_string() && *s == value;
+}
+
+// {"type": "Replace", "pattern": {"String": from}, "content": to}
+bool is_replace(const json& node, std::string_view from, std::string_view to) {
+  if (!node.is_object()) return false;
+  auto type = node.find("type");
+  auto content = node.find("content");
+  return type != node.end() && *type == "Replace" && is_string_pattern(node, "pattern", from) &&
+         content != node.end() && content->is_string() && *content == to;
+}
+
+bool has_type(const json& node, std::string_view type) {
+  if (!node.is_object()) return false;
+  auto it = node.find("type");
+  return it != node.end() && *it == type;
+}
+
+// The steps of Gemma 3's tokenizer.json other than the vocabulary: anything else would encode or
+// decode differently, so it is refused, naming the key.
+void check_sentencepiece_steps(const JsonReader& reader, const json& root, const json& model) {
+  const std::string expected_normalizer =
+      "; Gemma's tokenizer.json has {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, "
+      "\"content\": \"\u2581\"}";
+  const json& normalizer = reader.member(root, "(root)", "normalizer");
+  if (has_type(normalizer, "Sequence")) {
+    const json& steps = reader.member(normalizer, "normalizer", "normalizers");
+    if (!steps.is_array() || steps.size() != 1 || !is_replace(steps[0], " ", kMetaSpace)) {
+      reader.fail("normalizer.normalizers",
+                  "a sequence other than the one Replace step is not supported" +
+                      expected_normalizer);
+    }
+  } else if (!is_replace(normalizer, " ", kMetaSpace)) {
+    reader.fail("normalizer", json_short_text(normalizer) + " is not supported" + expected_normalizer);
+  }
+
+  // Gemma splits on " " after the normalizer has replaced every space: no split at all.
+  auto pre = root.find("pre_tokenizer");
+  if (pre != root.end() && !pre->is_null()) {
+    auto invert = pre->is_object() ? pre->find("invert") : pre->end();
+    const bool inverted = pre->is_object() && invert != pre->end() && *invert != false;
+    if (!has_type(*pre, "Split") || !is_string_pattern(*pre, "pattern", " ") || inverted) {
+      reader.fail("pre_tokenizer",
+                  json_short_text(*pre) +
+                      " is not supported; a SentencePiece-style tokenizer.json has none, or "
+                      "Gemma's Split on the string \" \" (which finds no space once they are '\u2581')");
+    }
+  }
+
+  const json& decoder = reader.member(root, "(root)", "decoder");
+  const json* steps = nullptr;
+  if (has_type(decoder, "Sequence")) {
+    auto it = decoder.find("decoders");
+    if (it != decoder.end() && it->is_array()) steps = &*it;
+  }
+  if (steps == nullptr || steps->size() != 3 || !is_replace((*steps)[0], kMetaSpace, " ") ||
+      !has_type((*steps)[1], "ByteFallback") || !has_type((*steps)[2], "Fuse")) {
+    reader.fail("decoder", json_short_text(decoder) +
+                               " is not supported; Gemma's tokenizer.json decodes with the "
+                               "Sequence Replace('\u2581', ' '), ByteFallback, Fuse");
+  }
+
+  auto fallback = model.find("byte_fallback");
+  if (fallback == model.end() || *fallback != true) {
+    reader.fail("model.byte_fallback",
+                "must be true: a SentencePiece-style vocabulary turns characters it lacks into "
+                "<0xNN> byte tokens");
+  }
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    auto it = model.find(key);
+    if (it != model.end() && !it->is_null() && *it != "") {
+      reader.fail(std::string("model.") + key, json_short_text(*it) + " is not supported");
+    }
+  }
+  auto dropout = model.find("dropout");
+  if (dropout != model.end() && !dropout->is_null() &&
+      !(dropout->is_number() && dropout->get<double>() == 0.0)) {
+    reader.fail("model.dropout", json_short_text(*dropout) + ": BPE dropout is for training only");
+  }
+  auto ignore = model.find("ignore_merges");
+  if (ignore != model.end() && !ignore->is_boolean()) {
+    reader.fail("model.ignore_merges", "expected true or false, found " + json_short_text(*ignore));
+  }
+}
+
+// The decoded bytes of a model.vocab piece: "<0xNN>" is the byte NN, '▁' a space.
+std::string piece_bytes(const std::string& piece) {
+  if (piece.size() == 6 && piece.starts_with("<0x") && piece.back() == '>') {
+    auto hex = [](char c) {
+      return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    };
+    const int hi = hex(piece[3]), lo = hex(piece[4]);
+    if (hi >= 0 && lo >= 0) return std::string(1, static_cast<char>(hi * 16 + lo));
+  }
+  std::string out;
+  for (size_t pos = 0; pos < piece.size();) {
+    if (std::string_view(piece).substr(pos).starts_with(kMetaSpace)) {
+      out += ' ';
+      pos += kMetaSpace.size();
+    } else {
+      out += piece[pos++];
+    }
+  }
+  return out;
+}
+
+Tokenizer read_sentencepiece_json(const JsonReader& reader, const json& root, const json& model,
+                                  const json& vocab, const json& added, std::string_view origin) {
+  check_sentencepiece_steps(reader, root, model);
+  const size_t base = vocab.size();
+  auto impl = std::make_unique<Tokenizer::Impl>();
+  impl->style = Tokenizer::Style::kSentencePiece;
+  impl->rule = Tokenizer::MergeRule::kMergeList;
+  impl->special_base = static_cast<int32_t>(base);
+  auto ignore = model.find("ignore_merges");
+  impl->ignore_merges = ignore != model.end() && *ignore == true;
+
+  // Added tokens may reuse ids of model.vocab (Gemma's <bos> is both) or follow it.
+  size_t beyond = 0;
+  for (size_t i = 0; i < added.size(); ++i) {
+    const json& entry = added[i];
+    if (entry.is_object()) {
+      auto id = entry.find("id");
+      if (id != entry.end() && id->is_number_unsigned() && id->get<uint64_t>() >= base) ++beyond;
+    }
+  }
+  const size_t total = base + beyond;
+  impl->tokens.resize(total);
+  impl->pieces.resize(base);
+  impl->special.assign(total, false);
+  impl->piece_ids.reserve(base);
+  std::vector<bool> seen(total, false);
+  std::unordered_map<std::string, int32_t> key_ids;
+  key_ids.reserve(base);
+  for (const auto& [key, value] : vocab.items()) {
+    const std::string path = "model.vocab[" + json_quoted(key) + "]";
+    if (key.empty()) reader.fail(path, "empty token");
+    const int32_t id = reader.id(value, path, base);
+    if (seen[id]) reader.fail(path, "id " + std::to_string(id) + " is used twice");
+    seen[id] = true;
+    impl->pieces[id] = key;
+    impl->tokens[id] = piece_bytes(key);
+    impl->piece_ids.emplace(key, id);
+    key_ids.emplace(key, id);
+  }
+
+  std::vector<bool> added_seen(total, false);
+  for (size_t i = 0; i < added.size(); ++i) {
+    const std::string path = "added_tokens[" + std::to_string(i) + "]";
+    if (!added[i].is_object()) reader.fail(path, "expected an object");
+    const json& content = reader.member(added[i], path, "content");
+    if (!content.is_string() || content.get<std::string>().empty()) {
+      reader.fail(path + ".content", "expected a non-empty string");
+    }
+    const std::string text = content.get<std::string>();
+    const int32_t id = reader.id(reader.member(added[i], path, "id"), path + ".id", total);
+    if (added_seen[id]) reader.fail(path + ".id", "id " + std::to_string(id) + " is used twice");
+    added_seen[id] = true;
+    if (static_cast<size_t>(id) < base) {
+      if (impl->pieces[id] != text) {
+        reader.fail(path, "id " + std::to_string(id) + " is " + json_quoted(impl->pieces[id]) +
+                              " in model.vocab but the added token is " + json_quoted(text));
+      }
+    } else {
+      seen[id] = true;
+    }
+    auto special = added[i].find("special");
+    if (special != added[i].end() && !special->is_boolean()) {
+      reader.fail(path + ".special", "expected true or false, found " + json_short_text(*special));
+    }
+    impl->special[id] = special != added[i].end() && *special == true;
+    impl->tokens[id] = text;  // matched as written, and decoded as written
+    impl->added.push_back(id);
+  }
+  if (auto gap = std::find(seen.begin(), seen.end(), false); gap != seen.end()) {
+    reader.fail("added_tokens", "no token has id " + std::to_string(gap - seen.begin()) +
+                                    ": the tokens after model.vocab must follow it with no gaps");
+  }
+
+  read_merges(reader, model, key_ids, impl->merge_list);
+  return make_tokenizer(std::move(impl), origin);
+}
+
 }  // namespace
 
 Tokenizer Tokenizer::from_tokenizer_json_text(std::string_view text, std::string_view origin) {
@@ -279,6 +519,14 @@ Tokenizer Tokenizer::from_tokenizer_json_text(std::string_view text, std::string
   auto added_it = root.find("added_tokens");
   const json& added = added_it == root.end() || added_it->is_null() ? empty_array : *added_it;
   if (!added.is_array()) reader.fail("added_tokens", "expected an array");
+
+  // Gemma 3's layout: a normalizer that writes spaces as '▁', byte fallback.
+  auto normalizer = root.find("normalizer");
+  auto fallback = model.find("byte_fallback");
+  if ((normalizer != root.end() && !normalizer->is_null()) ||
+      (fallback != model.end() && *fallback == true)) {
+    return read_sentencepiece_json(reader, root, model, vocab, added, origin);
+  }
 
   // Ids must run 0..total-1 with the vocabulary first and the added tokens after it.
   const size_t base = vocab.size();
@@ -323,44 +571,7 @@ Tokenizer Tokenizer::from_tokenizer_json_text(std::string_view text, std::string
     reader.fail("model.vocab", "no token has id " + std::to_string(gap - seen.begin()));
   }
 
-  auto merges_it = model.find("merges");
-  if (merges_it != model.end() && !merges_it->is_null()) {
-    const json& merges = *merges_it;
-    if (!merges.is_array()) reader.fail("model.merges", "expected an array");
-    impl->merge_list.reserve(merges.size());
-    for (size_t rank = 0; rank < merges.size(); ++rank) {
-      const std::string path = "model.merges[" + std::to_string(rank) + "]";
-      const json& entry = merges[rank];
-      std::string left, right;
-      if (entry.is_string()) {  // "left right" (the byte-level alphabet has no space in it)
-        const std::string s = entry.get<std::string>();
-        const size_t space = s.find(' ');
-        if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
-          reader.fail(path,
-                      "expected \"left right\" with one space, found " + json_short_text(entry));
-        }
-        left = s.substr(0, space);
-        right = s.substr(space + 1);
-      } else if (entry.is_array() && entry.size() == 2 && entry[0].is_string() &&
-                 entry[1].is_string()) {  // ["left", "right"]
-        left = entry[0].get<std::string>();
-        right = entry[1].get<std::string>();
-      } else {
-        reader.fail(path,
-                    "expected \"left right\" or [\"left\", \"right\"], found " +
-                        json_short_text(entry));
-      }
-      auto l = key_ids.find(left);
-      auto r = key_ids.find(right);
-      if (l == key_ids.end()) reader.fail(path, json_quoted(left) + " is not in model.vocab");
-      if (r == key_ids.end()) reader.fail(path, json_quoted(right) + " is not in model.vocab");
-      if (!key_ids.contains(left + right)) {
-        reader.fail(path,
-                    "the merged token " + json_quoted(left + right) + " is not in model.vocab");
-      }
-      impl->merge_list.emplace_back(l->second, r->second);
-    }
-  }
+  read_merges(reader, model, key_ids, impl->merge_list);
 
   auto pre = root.find("pre_tokenizer");
   reader.check_pre_tokenizer(pre == root.end() ? nullptr : &*pre);
@@ -372,6 +583,10 @@ Tokenizer Tokenizer::from_tokenizer_json(const fs::path& path) {
 }
 
 void Tokenizer::write_tokenizer_json(const fs::path& path) const {
+  if (style() == Style::kSentencePiece) {
+    throw TokenizerError(path.string() +
+                         ": writing a SentencePiece-style (Gemma) tokenizer.json is not supported");
+  }
   using ojson = nlohmann::ordered_json;  // keeps the vocabulary in id order, as HF writes it
   const Impl& t = *impl_;
   auto key = [&](int32_t id) {
@@ -556,6 +771,10 @@ Tokenizer Tokenizer::from_tokenizer_model(const fs::path& path,
 }
 
 void Tokenizer::write_tokenizer_model(const fs::path& path) const {
+  if (style() == Style::kSentencePiece) {
+    throw TokenizerError(path.string() + ": tokenizer.model holds byte-level (Llama 3) "
+                                         "vocabularies only, not a SentencePiece-style one");
+  }
   const Impl& t = *impl_;
   // The rank file has no room for special tokens; loading it appends Llama 3's list.
   const std::vector<std::string> standard = llama3_special_tokens();

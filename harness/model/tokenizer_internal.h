@@ -25,9 +25,11 @@ using BytesToId = std::unordered_map<std::string, int32_t, StringHash, std::equa
 
 struct Tokenizer::Impl {
   // Every token's bytes, indexed by id: the base vocabulary, then the special tokens' text.
+  // kSentencePiece: what each token decodes to ('▁' read as a space, <0xNN> as the byte NN).
   std::vector<std::string> tokens;
   int32_t special_base = 0;
   MergeRule rule = MergeRule::kTokenRanks;
+  Style style = Style::kByteLevel;
 
   BytesToId base_ids;                   // base-vocabulary bytes → id
   BytesToId special_ids;                // special token text → id
@@ -43,6 +45,16 @@ struct Tokenizer::Impl {
 
   // Special tokens grouped by first byte, longest first, for the literal scan in encode().
   std::array<std::vector<int32_t>, 256> specials_by_first_byte;
+
+  // kSentencePiece only (see tokenizer_sentencepiece.cpp). `pieces` holds each base-vocabulary
+  // token as model.vocab spells it and `piece_ids` the reverse; `added` lists the added tokens
+  // cut out of the text before BPE, and `special` marks those with "special": true.
+  std::vector<std::string> pieces;
+  BytesToId piece_ids;
+  std::vector<int32_t> added;
+  std::vector<bool> special;
+  std::array<int32_t, 256> fallback_ids{};  // id of <0xNN> for each byte NN
+  bool ignore_merges = false;               // a piece that is a token is taken whole
 
   // Piece → ids. Bounded: cleared when full, which keeps memory flat on adversarial input.
   struct Cache {
@@ -65,6 +77,15 @@ Tokenizer make_tokenizer(std::unique_ptr<Tokenizer::Impl> impl, std::string_view
 /// GPT-2's byte-level alphabet: each byte is shown as a printable code point (bytes that are
 /// already printable map to themselves, the others to U+0100 and up).
 uint32_t byte_to_unicode(unsigned char b);
+
+/// kSentencePiece: fills `fallback_ids`, `merges`, `special_ids`, `specials_by_first_byte` from
+/// `pieces`, `piece_ids`, `merge_list` and `added`, checking that every byte has its <0xNN>
+/// token. make_tokenizer() calls it for that style.
+void build_sentencepiece_tables(Tokenizer::Impl& impl, std::string_view origin);
+
+/// kSentencePiece encoding of valid UTF-8 `text` (see tokenizer.h), appended to `out`.
+void encode_sentencepiece(const Tokenizer::Impl& impl, std::string_view text, bool allow_special,
+                          std::vector<int32_t>& out);
 /// Inverse of byte_to_unicode; -1 if the code point is not in the alphabet.
 int byte_from_unicode(uint32_t cp);
 

@@ -142,6 +142,13 @@ int cmd_inspect(const std::vector<std::string>& argv) {
     row(name, unused_lm_head ? "  (unused: embeddings are tied)" : "  (not used by the model)");
   }
   out << std::right;
+  if (!checkpoint.set_aside().empty()) {
+    // A multimodal checkpoint: its text model is listed above under the text-only names.
+    const size_t n = checkpoint.set_aside().size();
+    out << "  (" << n << (n == 1 ? " more tensor" : " more tensors")
+        << " beside the text model, not read: the vision tower and projector, e.g. "
+        << checkpoint.set_aside().front() << ")\n";
+  }
 
   out << "\ncheckpoint\n"
       << "  files              " << checkpoint.files().size()
@@ -157,9 +164,23 @@ int cmd_inspect(const std::vector<std::string>& argv) {
     out << "  none (no tokenizer.json or original/tokenizer.model)\n";
   } else {
     out << "  file               " << tokenizer_file << "\n"
-        << "  tokens             " << tokenizer->vocab_size() << " (" << tokenizer->special_base()
-        << " base + " << tokenizer->num_special_tokens() << " special)\n";
-    for (const char* special : {"<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"}) {
+        << "  tokens             " << tokenizer->vocab_size() << " (" << tokenizer->special_base();
+    if (tokenizer->style() == Tokenizer::Style::kSentencePiece) {
+      // Gemma's special tokens sit inside model.vocab; count them instead.
+      int32_t special = 0;
+      for (int32_t id = 0; id < tokenizer->vocab_size(); ++id) special += tokenizer->is_special(id);
+      out << " in model.vocab + " << tokenizer->num_special_tokens() << " after it; " << special
+          << " special)\n";
+    } else {
+      out << " base + " << tokenizer->num_special_tokens() << " special)\n";
+    }
+    out << "  kind               "
+        << (tokenizer->style() == Tokenizer::Style::kSentencePiece
+                ? "SentencePiece-style BPE (Gemma 3)"
+                : "byte-level BPE (Llama 3)")
+        << "\n";
+    for (const char* special : {"<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>", "<bos>",
+                                "<eos>", "<start_of_turn>", "<end_of_turn>"}) {
       if (auto id = tokenizer->find_special(special)) {
         out << "  " << std::left << std::setw(19) << special << std::right << *id << "\n";
       }

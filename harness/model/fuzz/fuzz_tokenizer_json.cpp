@@ -1,5 +1,6 @@
-// Fuzz target: tokenizer.json. An accepted tokenizer must encode a fixed text to valid ids that
-// decode back to the text (a byte-level BPE loses nothing).
+// Fuzz target: tokenizer.json, Llama 3's byte-level layout and Gemma 3's SentencePiece-style one
+// (the seeds have both). An accepted tokenizer must encode a fixed text to valid ids that decode
+// back to the text.
 #include <cstddef>
 #include <cstdint>
 #include <optional>

@@ -466,6 +466,54 @@ TEST(CliGemma, VerifyRunsBothFamiliesFromTokenIds) {
             "");
 }
 
+// The same Gemma checkpoint laid out as Gemma3ForConditionalGeneration writes it (transformers
+// 4.52 and later): config.json nests the text model under text_config, its tensors are under
+// "model.language_model.", and a vision tower sits beside them. inspect and verify run it as
+// the text model and leave the vision tower out.
+TEST(CliGemma, AMultimodalCheckpointRunsAsItsTextModel) {
+  const fs::path fixture = fs::path(CLOCKWORK_TRANSFORMERS_FIXTURES) / "gemma3-local-global";
+  TempDir dir("clockwork-cli-mm");
+  std::ifstream in(fixture / "config.json");
+  json text = json::parse(in);
+  text.erase("architectures");
+  const json config = {{"architectures", {"Gemma3ForConditionalGeneration"}},
+                       {"model_type", "gemma3"},
+                       {"eos_token_id", text.at("eos_token_id")},
+                       {"text_config", text},
+                       {"vision_config", {{"model_type", "siglip_vision_model"}}}};
+  std::ofstream(dir.path() / "config.json") << config.dump(1);
+  const clockwork::Checkpoint ckpt = clockwork::Checkpoint::open(fixture);
+  std::vector<clockwork::TensorData> tensors;
+  for (const std::string& name : ckpt.names()) {
+    const clockwork::TensorInfo& t = ckpt.get(name);
+    clockwork::TensorData copy;
+    copy.name = "model.language_model." + name.substr(std::string("model.").size());
+    copy.dtype = t.dtype;
+    copy.shape = t.shape;
+    copy.bytes.assign(t.data, t.data + t.nbytes);
+    tensors.push_back(std::move(copy));
+  }
+  tensors.push_back(clockwork::TensorData::from_floats(
+      "model.vision_tower.vision_model.post_layernorm.weight", clockwork::DType::BF16, {3},
+      {0.5f, -1.0f, 2.0f}));
+  clockwork::write_safetensors(dir.path() / "model.safetensors", tensors);
+
+  const RunResult r = run_cli({"inspect", "--model", dir.path().string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("family             gemma3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("model.layers.3.self_attn.k_norm.weight"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("not used by the model"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(1 more tensor beside the text model, not read"), std::string::npos)
+      << r.out;
+
+  if (!kHaveVerify) GTEST_SKIP() << "built without libtorch: no verify";
+  const RunResult v = run_cli({"verify", "--model", dir.path().string(), "--ids",
+                               fixture_prompt_ids(fixture), "--steps", "2"});
+  if (model_backend_missing(v)) GTEST_SKIP() << "no GPU for the CUDA build";
+  ASSERT_EQ(v.code, 0) << v.err << v.out;
+  EXPECT_NE(v.out.find("verify: PASS"), std::string::npos) << v.out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Bad input: one line, the right exit code, naming the problem
 // ---------------------------------------------------------------------------------------------
