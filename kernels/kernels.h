@@ -482,4 +482,29 @@ void scale(float* x, float factor, size_t n, cudaStream_t stream = nullptr);
 /// Bytes of dynamic shared memory one sliding_window_attention() block uses for s tokens.
 size_t sliding_window_attention_shared_bytes(int s);
 
+/// The first position a decode query at position len − 1 sees: len − window on a local layer
+/// once len > window, otherwise 0 (and always 0 for window = 0, a global layer).
+int sliding_window_first_position(int len, int window);
+
+/// Decode attention of Gemma 3: ONE new query row (the token at position len − 1, its own k and v
+/// already in the cache) against a layer's cache, scores scale·q·k. On a local layer
+/// (window > 0) it sees positions sliding_window_first_position(len, window) .. len − 1 only;
+/// on a global layer (window = 0) all of 0 .. len − 1.
+/// The cache is a ring: with C = kv_cache_capacity(cache) slots, position p lives in slot p mod C
+/// (then through the page table, if any). A local layer's cache needs only C = window slots; a
+/// global layer's holds every position (len ≤ C, so slot p). Throws std::out_of_range when the
+/// visible positions outnumber C (some were overwritten), std::invalid_argument for a bad
+/// argument, naming it.
+/// @param q        [n_heads·head_dim] fp32 query (after QK-norm and RoPE at position len − 1)
+/// @param cache    the layer's cache (ring of kv_cache_capacity(cache) slots)
+/// @param len      positions of the sequence so far, the new token's included (>= 1)
+/// @param out      [n_heads·head_dim] fp32 output, heads concatenated (may not alias q)
+/// @param n_heads  h (a multiple of cache.n_kv_heads)
+/// @param scale    factor of the scores (query_pre_attn_scalar^(−1/2))
+/// @param window   keys the query sees, its own included (`sliding_window`); 0 for no window
+/// @param stream   stream to run on
+void sliding_window_decode_attention(const float* q, const KvCacheView& cache, int len, float* out,
+                                     int n_heads, float scale, int window,
+                                     cudaStream_t stream = nullptr);
+
 }  // namespace clockwork::kernels

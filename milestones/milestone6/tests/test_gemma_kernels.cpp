@@ -4,8 +4,10 @@
 // recognised by name when a kernel makes it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "harness/check/tolerances.h"
 #include "harness/check/torch_bridge.h"
 #include "kernels/kernels.h"
+#include "milestones/milestone4/tests/device_cache.h"
 #include "reference/ops.h"
 
 namespace clockwork {
@@ -380,6 +383,215 @@ TEST(SlidingWindowAttention, RejectsBadArguments) {
                std::invalid_argument);  // negative window
   EXPECT_THROW(kernels::sliding_window_attention(q.data(), k.data(), v.data(), q.data(), 4, 2, 1,
                                                  32, 0.1f, 2),
+               std::invalid_argument);  // out aliases q
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sliding-window decode attention: one query against a ring-buffer cache
+// ---------------------------------------------------------------------------------------------
+
+struct DecodeWindowCase {
+  int h, h_k, h_d, len, window;
+  int ring;       // slots of the cache (kv_cache_capacity): the ring's length
+  int page_size;  // 0: contiguous
+  double scalar;  // query_pre_attn_scalar
+  const char* why;
+};
+
+std::string describe(const DecodeWindowCase& c) {
+  return "h=" + std::to_string(c.h) + " h_k=" + std::to_string(c.h_k) + " h_d=" +
+         std::to_string(c.h_d) + " len=" + std::to_string(c.len) + " window=" +
+         std::to_string(c.window) + " ring=" + std::to_string(c.ring) +
+         (c.page_size ? " page_size=" + std::to_string(c.page_size) : std::string(" contiguous")) +
+         " (" + c.why + ")";
+}
+
+// A ring cache after positions 0 .. len − 1 were written in order, position p into slot
+// p mod ring (later positions overwrite earlier ones, as decode steps do). Slots no position
+// reached hold decoys (other random rows), so a kernel reading them gets a finite wrong answer.
+struct RingFilled {
+  DeviceCache cache;
+  int width;
+  std::vector<float> q;                     // [h·h_d]
+  std::vector<float> k, v;                  // [len, h_k·h_d] every position's row, in order
+  std::vector<float> storage_k, storage_v;  // [slots, h_k·h_d] as uploaded
+
+  explicit RingFilled(const DecodeWindowCase& c)
+      : cache(c.h_k, c.h_d, c.ring, c.page_size), width(c.h_k * c.h_d) {
+    const uint64_t seed = test_seed(6600 + c.len * 11 + c.window * 7 + c.ring + c.h_d);
+    q = random_normal(static_cast<size_t>(c.h) * c.h_d, seed);
+    k = random_normal(static_cast<size_t>(c.len) * width, seed + 1);
+    v = random_normal(static_cast<size_t>(c.len) * width, seed + 2);
+    const size_t n = static_cast<size_t>(cache.slots()) * width;
+    storage_k = random_normal(n, seed + 3);
+    storage_v = random_normal(n, seed + 4);
+    for (int p = 0; p < c.len; ++p) {
+      const size_t slot = static_cast<size_t>(cache.slot_of(p % c.ring));
+      std::copy_n(k.begin() + static_cast<long>(p) * width, width,
+                  storage_k.begin() + static_cast<long>(slot * width));
+      std::copy_n(v.begin() + static_cast<long>(p) * width, width,
+                  storage_v.begin() + static_cast<long>(slot * width));
+    }
+    cache.k.upload(storage_k);
+    cache.v.upload(storage_v);
+  }
+
+  // Storage slot of a logical slot r (before the page table), or −1 outside the cache.
+  long physical(long r) const {
+    if (r < 0 || r >= static_cast<long>(cache.slots())) return -1;
+    if (cache.table.empty()) return r;
+    if (r / cache.page_size >= static_cast<long>(cache.table.size())) return -1;
+    return cache.slot_of(static_cast<int>(r));
+  }
+
+  // Attention of q over the storage rows of logical slots slot(0 .. n−1), or empty when one of
+  // them is outside the cache.
+  std::vector<float> attend(const DecodeWindowCase& c, double scale, int n,
+                            const std::function<long(int)>& slot) const {
+    std::vector<float> rk, rv;
+    for (int i = 0; i < n; ++i) {
+      const long s = physical(slot(i));
+      if (s < 0) return {};
+      rk.insert(rk.end(), storage_k.begin() + s * width, storage_k.begin() + (s + 1) * width);
+      rv.insert(rv.end(), storage_v.begin() + s * width, storage_v.begin() + (s + 1) * width);
+    }
+    return to_vector(ref::windowed_gqa_attention(to_tensor(q, {1, c.h * c.h_d}),
+                                                 to_tensor(rk, {n, width}),
+                                                 to_tensor(rv, {n, width}), c.h, c.h_k,
+                                                 {scale, 0}));
+  }
+};
+
+// The known mistakes of the decode form, as outputs for this query and cache; each is kept only
+// where it differs from the right answer (a ring exactly as long as the window holds nothing
+// else, so reading all of it is right once it is full). Reading position p from slot p without
+// the modulo leaves the ring once p >= C: the report shows those reads as values from outside
+// the cache (or the kernel faults), not as a candidate.
+std::vector<PitfallCandidate> decode_window_pitfalls(const DecodeWindowCase& c,
+                                                     const RingFilled& f,
+                                                     const std::vector<float>& expected) {
+  const double scale = 1.0 / std::sqrt(c.scalar);
+  const int first = c.window > 0 && c.len > c.window ? c.len - c.window : 0;
+  auto positions = [&](int from, int to, double sc) {  // positions from .. to − 1 via the ring
+    from = std::max(0, from);
+    return f.attend(c, sc, to - from, [&](int i) { return static_cast<long>((from + i) % c.ring); });
+  };
+  std::vector<PitfallCandidate> all{
+      {"decode_scale_head_dim",
+       "scores scaled by 1/sqrt(h_d); Gemma scales them by query_pre_attn_scalar^(-1/2)",
+       positions(first, c.len, 1.0 / std::sqrt(static_cast<double>(c.h_d)))},
+      {"decode_excludes_current",
+       "the query left out its own position len - 1: append the new k and v first, then attend "
+       "to them too",
+       c.len - first >= 2 ? positions(first, c.len - 1, scale) : std::vector<float>{}},
+  };
+  if (c.window > 0) {
+    all.push_back({"decode_window_ignored",
+                   "a local layer read its whole cache; it must see only the last "
+                   "sliding_window positions, len - sliding_window .. len - 1",
+                   positions(c.len - std::min(c.len, c.ring), c.len, scale)});
+    all.push_back({"decode_window_one_too_wide",
+                   "the window holds sliding_window + 1 keys; the query at len - 1 sees "
+                   "len - sliding_window .. len - 1, its own included",
+                   positions(c.len - c.window - 1, c.len, scale)});
+    if (c.window > 1) {
+      all.push_back({"decode_window_one_too_narrow",
+                     "the window holds sliding_window - 1 keys; the query at len - 1 sees "
+                     "len - sliding_window .. len - 1, its own included",
+                     positions(c.len - c.window + 1, c.len, scale)});
+    }
+    all.push_back({"decode_ring_read_from_slot_zero",
+                   "the window was read from slots 0 .. n - 1 as if the oldest visible position "
+                   "sat in slot 0; position p lives in slot p mod C",
+                   f.attend(c, scale, c.len - first, [&](int i) { return static_cast<long>(i); })});
+  }
+  std::vector<PitfallCandidate> kept;
+  double rms = 0;
+  for (float e : expected) rms += static_cast<double>(e) * e;
+  rms = std::sqrt(rms / static_cast<double>(expected.size()));
+  for (PitfallCandidate& p : all) {
+    if (p.output.size() != expected.size()) continue;
+    double worst = 0;
+    for (size_t i = 0; i < expected.size(); ++i)
+      worst = std::max(worst, std::abs(static_cast<double>(p.output[i]) - expected[i]));
+    if (worst > 1e-3 * rms) kept.push_back(std::move(p));
+  }
+  return kept;
+}
+
+std::vector<float> decode_window_expected(const DecodeWindowCase& c, const RingFilled& f) {
+  const int first = c.window > 0 && c.len > c.window ? c.len - c.window : 0;
+  const int n = c.len - first;
+  const auto rows = [&](const std::vector<float>& x) {
+    return to_tensor(std::vector<float>(x.begin() + static_cast<long>(first) * f.width,
+                                        x.begin() + static_cast<long>(c.len) * f.width),
+                     {n, f.width});
+  };
+  // The positions themselves (not the ring's storage): what a query at len − 1 sees.
+  return to_vector(ref::windowed_gqa_attention(to_tensor(f.q, {1, c.h * c.h_d}), rows(f.k),
+                                               rows(f.v), c.h, c.h_k,
+                                               {1.0 / std::sqrt(c.scalar), 0}));
+}
+
+TEST(SlidingWindowDecode, MatchesReference) {
+  const DecodeWindowCase cases[] = {
+      {2, 1, 48, 11, 4, 4, 0, 32.0, "the fixture's shapes: a ring of 4 that wrapped twice"},
+      {2, 1, 48, 3, 4, 4, 0, 32.0, "the ring not yet full"},
+      {4, 2, 32, 4, 4, 4, 0, 64.0, "the ring just full: len = window"},
+      {4, 1, 32, 9, 1, 1, 0, 32.0, "a window of one: the token sees only itself"},
+      {8, 2, 32, 40, 16, 19, 0, 64.0, "a ring longer than the window: stale positions in it"},
+      {4, 1, 64, 70, 0, 73, 0, 64.0, "a global layer: every position, over three tiles"},
+      {4, 2, 32, 50, 20, 24, 8, 16.0, "paged: the ring's slots through a page table"},
+      {4, 1, 256, 300, 128, 128, 0, 256.0, "Gemma 3 1B's heads, a window of four tiles"},
+  };
+  for (const DecodeWindowCase& c : cases) {
+    SCOPED_TRACE(describe(c));
+    const RingFilled f(c);
+    DeviceBuffer<float> dq("q", {c.h * c.h_d}), out("decode attention output", {c.h, c.h_d});
+    dq.upload(f.q);
+    kernels::sliding_window_decode_attention(dq.data(), f.cache.view(), c.len, out.data(), c.h,
+                                             static_cast<float>(1.0 / std::sqrt(c.scalar)),
+                                             c.window);
+    const std::vector<float> expected = decode_window_expected(c, f);
+    const int seen = c.len - kernels::sliding_window_first_position(c.len, c.window);
+    EXPECT_TRUE(matches_reference(out, expected, tol::attention(c.h_d, seen),
+                                  decode_window_pitfalls(c, f, expected), {"head", "dim"}));
+    EXPECT_TRUE(guards_intact(out));
+  }
+}
+
+TEST(SlidingWindowDecode, RecognisesItsMistakes) {
+  // A ring longer than the window (stale positions in it) that has wrapped, GQA, scalar != h_d:
+  // every mistake gives its own output here.
+  const DecodeWindowCase c{4, 2, 32, 29, 6, 8, 0, 64.0, "recogniser inputs"};
+  const RingFilled f(c);
+  const std::vector<float> expected = decode_window_expected(c, f);
+  const auto pitfalls = decode_window_pitfalls(c, f, expected);
+  EXPECT_EQ(pitfalls.size(), 6u) << "every mistake should differ from the right answer here";
+  for (const PitfallCandidate& p : pitfalls) {
+    EXPECT_TRUE(names_mistake(p.output, expected, {c.h, c.h_d}, tol::attention(c.h_d, c.window),
+                              pitfalls, p))
+        << p.name;
+  }
+}
+
+TEST(SlidingWindowDecode, RejectsBadArguments) {
+  DeviceCache cache(1, 32, 4, 0);
+  DeviceBuffer<float> q("q", {64}), out("out", {64});
+  const auto view = cache.view();
+  EXPECT_THROW(kernels::sliding_window_decode_attention(q.data(), view, 5, out.data(), 2, 0.1f, 0),
+               std::out_of_range);  // a global layer needs every position: 5 > 4 slots
+  EXPECT_THROW(kernels::sliding_window_decode_attention(q.data(), view, 9, out.data(), 2, 0.1f, 5),
+               std::out_of_range);  // a window of 5 in a ring of 4
+  EXPECT_NO_THROW(
+      kernels::sliding_window_decode_attention(q.data(), view, 9, out.data(), 2, 0.1f, 4));
+  EXPECT_THROW(kernels::sliding_window_decode_attention(q.data(), view, 0, out.data(), 2, 0.1f, 4),
+               std::invalid_argument);  // len 0
+  EXPECT_THROW(kernels::sliding_window_decode_attention(q.data(), view, 3, out.data(), 2, 0.f, 4),
+               std::invalid_argument);  // scale 0
+  EXPECT_THROW(kernels::sliding_window_decode_attention(q.data(), view, 3, out.data(), 2, 0.1f, -1),
+               std::invalid_argument);  // negative window
+  EXPECT_THROW(kernels::sliding_window_decode_attention(q.data(), view, 3, q.data(), 2, 0.1f, 4),
                std::invalid_argument);  // out aliases q
 }
 
