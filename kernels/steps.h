@@ -224,4 +224,51 @@ void gemma_decoder_layer(const ModelConfig& config, int layer, const GemmaLayerW
                          const RopeTablesView& local_rope, const RopeTablesView& global_rope,
                          float* x, const LayerBuffers& b, int s, cudaStream_t stream = nullptr);
 
+// ---- milestone 6 (extension): milestones/milestone6/gemma_decode.cpp -------------------------
+
+/// Gemma 3's layer caches differ by type. A global layer's cache holds every position (slot p).
+/// A local layer never looks back further than sliding_window positions, so its cache is a ring
+/// of C = kv_cache_capacity(cache) slots (sliding_window of them, or fewer when the whole
+/// sequence is shorter): position p lives in slot p mod C, and a new position overwrites the one
+/// C positions before it, which no later query sees.
+
+/// Prefill of one Gemma 3 layer, in place on x [s, d]: gemma_decoder_layer over the prompt, then
+/// the layer's K (after QK-norm and RoPE) and V into its cache: every position of a global layer;
+/// on a local layer the last min(s, C) positions, each into slot p mod C.
+/// @param config       Gemma 3 shapes and layer types
+/// @param layer        the layer's index (its type: config.is_sliding(layer))
+/// @param w            this layer's weights
+/// @param local_rope   cos/sin tables of positions 0 .. s−1 with base rope_local_theta
+/// @param global_rope  the same with base rope_theta
+/// @param cache        this layer's cache (a ring on a local layer, see above)
+/// @param x            [s, d] residual stream, updated in place
+/// @param b            scratch buffers for s tokens
+/// @param s            prompt length
+/// @param stream       stream to run on
+void gemma_prefill_layer(const ModelConfig& config, int layer, const GemmaLayerWeights& w,
+                         const RopeTablesView& local_rope, const RopeTablesView& global_rope,
+                         const kernels::KvCacheView& cache, float* x, const LayerBuffers& b, int s,
+                         cudaStream_t stream = nullptr);
+
+/// One decode step of one Gemma 3 layer for the token at position pos, in place on x [1, d]:
+///   a = N(x; input) → q, k, v → QK-norm → RoPE at row pos of the layer type's tables
+///   → k, v into slot pos mod C → sliding_window_decode_attention over the positions the layer
+///   sees (len = pos + 1; window sliding_window on a local layer, 0 on a global one)
+///   → o_proj → x += N(·; post_attention) → GeGLU FFN between its two norms → x += ·
+/// @param config       Gemma 3 shapes, layer types, window, score scale
+/// @param layer        the layer's index
+/// @param w            this layer's weights
+/// @param local_rope   tables with base rope_local_theta, rows 0 .. pos (or more)
+/// @param global_rope  tables with base rope_theta, rows 0 .. pos (or more)
+/// @param cache        this layer's cache, holding what the layer sees of positions < pos
+/// @param pos          the token's position (the prompt length for the first step)
+/// @param x            [1, d] the token's residual stream, updated in place
+/// @param b            scratch buffers for one token (milestone 4's DecodeBuffers; the split-KV
+///                     workspaces are unused)
+/// @param stream       stream to run on
+void gemma_decode_layer(const ModelConfig& config, int layer, const GemmaLayerWeights& w,
+                        const RopeTablesView& local_rope, const RopeTablesView& global_rope,
+                        const kernels::KvCacheView& cache, int pos, float* x,
+                        const DecodeBuffers& b, cudaStream_t stream = nullptr);
+
 }  // namespace clockwork

@@ -11,6 +11,7 @@
 #include "harness/check/cuda_check.h"
 #include "harness/model/config_check.h"
 #include "harness/model/safetensors.h"
+#include "harness/pipeline/kv_cache.h"
 #include "harness/profiling/nvtx.h"
 #include "kernels/kernels.h"
 #include "kernels/steps.h"
@@ -37,12 +38,88 @@ struct GemmaModel::Impl {
   float* x_last_norm = nullptr;
   float* logits = nullptr;
 
+  // The KV cache (enable_cache): one ContiguousKvCache per layer type, each layer's index in its
+  // own, and the decode step's one-row buffers.
+  std::unique_ptr<ContiguousKvCache> local_cache, global_cache;
+  std::vector<int> kind_index;  // [L] layer -> its index in local_cache or global_cache
+  int max_positions = 0;
+  std::vector<int32_t> cached;  // the ids the cache holds
+  std::vector<void*> step_memory;
+  float* x1 = nullptr;  // [1, d]
+  DecodeBuffers step;
+
   Impl() = default;
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
   ~Impl() {
+    local_cache.reset();
+    global_cache.reset();
+    free_device_memory(step_memory);
     free_device_memory(activation_memory);
     free_device_memory(weight_memory);
+  }
+
+  kernels::KvCacheView cache_view(int layer) const {
+    const int j = kind_index[static_cast<size_t>(layer)];
+    return config.is_sliding(layer) ? local_cache->layer(j) : global_cache->layer(j);
+  }
+
+  void check_ids(const std::vector<int32_t>& tokens, const char* who) const {
+    const ModelConfig& c = config;
+    if (tokens.empty()) throw std::invalid_argument(std::string(who) + ": ids is empty");
+    if (static_cast<int64_t>(tokens.size()) > c.max_position_embeddings) {
+      throw std::invalid_argument(std::string(who) + ": " + std::to_string(tokens.size()) +
+                                  " tokens, more than the context of " +
+                                  std::to_string(c.max_position_embeddings));
+    }
+    for (size_t p = 0; p < tokens.size(); ++p) check_id(tokens[p], p, who);
+  }
+
+  void check_id(int32_t id, size_t p, const char* who) const {
+    if (id < 0 || id >= config.vocab_size) {
+      throw std::invalid_argument(std::string(who) + ": token id " + std::to_string(id) +
+                                  " at position " + std::to_string(p) +
+                                  " is outside the vocabulary [0, " +
+                                  std::to_string(config.vocab_size) + ")");
+    }
+  }
+
+  // The embedding (times sqrt(d)) of the s ids in `ids` into `out`, the layers (`layer(i)`),
+  // then the final norm of `out`'s last row and the lm_head.
+  template <class Layer>
+  std::vector<float> run(float* out, int s, ForwardCapture* capture, Layer layer) {
+    const ModelConfig& c = config;
+    const int d = static_cast<int>(c.hidden_size), V = static_cast<int>(c.vocab_size);
+    {
+      const nvtx::Range range("embedding");
+      kernels::embedding(ids, embed, out, s, d, V);
+      kernels::scale(out, embed_scale, static_cast<size_t>(s) * d);
+    }
+    if (capture) capture->layer_outputs.clear();
+    for (int i = 0; i < static_cast<int>(c.num_layers); ++i) {
+      const nvtx::Range range("layer", i);
+      layer(i);
+      if (capture) {
+        std::vector<float> o(static_cast<size_t>(s) * d);
+        CUDA_CHECK(cudaMemcpy(o.data(), out, o.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        capture->layer_outputs.push_back(std::move(o));
+      }
+    }
+    {
+      const nvtx::Range range("output");
+      kernels::rmsnorm_gemma(out + static_cast<size_t>(s - 1) * d, norm, x_last_norm, 1, d,
+                             static_cast<float>(c.rms_norm_eps));
+      kernels::lm_head(x_last_norm, lm_head, logits, V, d);
+    }
+    std::vector<float> result(static_cast<size_t>(V));
+    CUDA_CHECK(cudaMemcpy(result.data(), logits, result.size() * sizeof(float),
+                          cudaMemcpyDeviceToHost));
+    if (capture) {
+      capture->final_norm_last.resize(static_cast<size_t>(d));
+      CUDA_CHECK(cudaMemcpy(capture->final_norm_last.data(), x_last_norm, d * sizeof(float),
+                            cudaMemcpyDeviceToHost));
+    }
+    return result;
   }
 
   template <class T>
@@ -189,55 +266,157 @@ GemmaModel GemmaModel::load(const std::filesystem::path& dir, const LoadProgress
 
 std::vector<float> GemmaModel::forward(const std::vector<int32_t>& tokens, ForwardCapture* capture) {
   Impl& m = *impl_;
-  const ModelConfig& c = m.config;
-  if (tokens.empty()) throw std::invalid_argument("GemmaModel::forward: ids is empty");
-  if (static_cast<int64_t>(tokens.size()) > c.max_position_embeddings) {
-    throw std::invalid_argument("GemmaModel::forward: " + std::to_string(tokens.size()) +
-                                " tokens, more than the context of " +
-                                std::to_string(c.max_position_embeddings));
-  }
-  for (size_t p = 0; p < tokens.size(); ++p) {
-    if (tokens[p] < 0 || tokens[p] >= c.vocab_size) {
-      throw std::invalid_argument("GemmaModel::forward: token id " + std::to_string(tokens[p]) +
-                                  " at position " + std::to_string(p) +
-                                  " is outside the vocabulary [0, " +
-                                  std::to_string(c.vocab_size) + ")");
-    }
-  }
+  m.check_ids(tokens, "GemmaModel::forward");
   const int s = static_cast<int>(tokens.size());
-  const int d = static_cast<int>(c.hidden_size), V = static_cast<int>(c.vocab_size);
   m.reserve(s);
   CUDA_CHECK(cudaMemcpy(m.ids, tokens.data(), tokens.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
-  {
-    const nvtx::Range range("embedding");
-    kernels::embedding(m.ids, m.embed, m.x, s, d, V);
-    kernels::scale(m.x, m.embed_scale, static_cast<size_t>(s) * d);
-  }
-  if (capture) capture->layer_outputs.clear();
-  for (int i = 0; i < static_cast<int>(c.num_layers); ++i) {
-    const nvtx::Range range("layer", i);
-    gemma_decoder_layer(c, i, m.layers[static_cast<size_t>(i)], {m.local_cos, m.local_sin},
+  return m.run(m.x, s, capture, [&](int i) {
+    gemma_decoder_layer(m.config, i, m.layers[static_cast<size_t>(i)], {m.local_cos, m.local_sin},
                         {m.global_cos, m.global_sin}, m.x, m.buffers, s);
-    if (capture) {
-      std::vector<float> out(static_cast<size_t>(s) * d);
-      CUDA_CHECK(cudaMemcpy(out.data(), m.x, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
-      capture->layer_outputs.push_back(std::move(out));
-    }
+  });
+}
+
+void GemmaModel::enable_cache(int max_positions) {
+  Impl& m = *impl_;
+  const ModelConfig& c = m.config;
+  const int context = static_cast<int>(c.max_position_embeddings);
+  if (max_positions < 0 || max_positions > context) {
+    throw std::invalid_argument("GemmaModel::enable_cache: max_positions must be in [0, " +
+                                std::to_string(context) + "] (0: the context); got " +
+                                std::to_string(max_positions));
   }
-  {
-    const nvtx::Range range("output");
-    kernels::rmsnorm_gemma(m.x + static_cast<size_t>(s - 1) * d, m.norm, m.x_last_norm, 1, d,
-                           static_cast<float>(c.rms_norm_eps));
-    kernels::lm_head(m.x_last_norm, m.lm_head, m.logits, V, d);
+  m.local_cache.reset();
+  m.global_cache.reset();
+  m.cached.clear();
+  m.max_positions = max_positions > 0 ? max_positions : context;
+  int local = 0, global = 0;
+  m.kind_index.assign(static_cast<size_t>(c.num_layers), 0);
+  for (int i = 0; i < static_cast<int>(c.num_layers); ++i)
+    m.kind_index[static_cast<size_t>(i)] = c.is_sliding(i) ? local++ : global++;
+  const int h_k = static_cast<int>(c.num_kv_heads), h_d = static_cast<int>(c.head_dim);
+  // A local layer sees at most sliding_window positions: its ring needs no more slots (and no
+  // more than the longest sequence).
+  if (local > 0) {
+    const int ring = std::min(static_cast<int>(c.sliding_window), m.max_positions);
+    m.local_cache = std::make_unique<ContiguousKvCache>(KvCacheShape{local, h_k, h_d}, ring);
   }
-  std::vector<float> logits(static_cast<size_t>(V));
-  CUDA_CHECK(cudaMemcpy(logits.data(), m.logits, logits.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  if (capture) {
-    capture->final_norm_last.resize(static_cast<size_t>(d));
-    CUDA_CHECK(cudaMemcpy(capture->final_norm_last.data(), m.x_last_norm, d * sizeof(float),
-                          cudaMemcpyDeviceToHost));
+  if (global > 0) {
+    m.global_cache =
+        std::make_unique<ContiguousKvCache>(KvCacheShape{global, h_k, h_d}, m.max_positions);
   }
-  return logits;
+  if (!m.x1) {
+    const size_t d = static_cast<size_t>(c.hidden_size), ff = static_cast<size_t>(c.intermediate_size);
+    const size_t qw = static_cast<size_t>(c.num_heads * c.head_dim), kvw = static_cast<size_t>(h_k * h_d);
+    auto one = [&](size_t n, const char* what) {
+      return allocate_device<float>(m.step_memory, n, "GemmaModel", what);
+    };
+    m.x1 = one(d, "the decode step's residual stream");
+    m.step.attn_norm = one(d, "decode attn_norm");
+    m.step.q = one(qw, "decode q");
+    m.step.k = one(kvw, "decode k");
+    m.step.v = one(kvw, "decode v");
+    m.step.attn = one(qw, "decode attn");
+    m.step.attn_out = one(d, "decode attn_out");
+    m.step.ffn_norm = one(d, "decode ffn_norm");
+    m.step.gate = one(ff, "decode gate");
+    m.step.up = one(ff, "decode up");
+    m.step.ffn_hidden = one(ff, "decode ffn_hidden");
+    m.step.ffn_out = one(d, "decode ffn_out");
+  }
+}
+
+bool GemmaModel::has_cache() const { return impl_->max_positions > 0; }
+
+int GemmaModel::local_ring_slots() const {
+  return impl_->local_cache ? impl_->local_cache->capacity() : 0;
+}
+
+std::string GemmaModel::describe_cache() const {
+  const Impl& m = *impl_;
+  if (!has_cache()) return "none (every step runs the whole sequence)";
+  const size_t bytes = (m.local_cache ? m.local_cache->bytes() : 0) +
+                       (m.global_cache ? m.global_cache->bytes() : 0);
+  return std::to_string(m.global_cache ? m.global_cache->shape().num_layers : 0) +
+         " global layers x " + std::to_string(m.max_positions) + " positions, " +
+         std::to_string(m.local_cache ? m.local_cache->shape().num_layers : 0) +
+         " local layers x a ring of " + std::to_string(local_ring_slots()) + " slots; " +
+         std::to_string(bytes / 1024) + " KiB of K and V";
+}
+
+std::vector<float> GemmaModel::download_cache(int layer, bool values) const {
+  const Impl& m = *impl_;
+  if (!has_cache()) throw std::logic_error("GemmaModel::download_cache: no cache (enable_cache)");
+  if (layer < 0 || layer >= m.config.num_layers) {
+    throw std::out_of_range("GemmaModel::download_cache: layer " + std::to_string(layer) +
+                            " outside [0, " + std::to_string(m.config.num_layers) + ")");
+  }
+  const int j = m.kind_index[static_cast<size_t>(layer)];
+  return m.config.is_sliding(layer) ? m.local_cache->download(j, values)
+                                    : m.global_cache->download(j, values);
+}
+
+const std::vector<int32_t>& GemmaModel::cached_ids() const { return impl_->cached; }
+
+std::vector<float> GemmaModel::prefill(const std::vector<int32_t>& tokens, ForwardCapture* capture) {
+  Impl& m = *impl_;
+  if (!has_cache()) throw std::logic_error("GemmaModel::prefill: no cache; call enable_cache first");
+  m.check_ids(tokens, "GemmaModel::prefill");
+  m.cached.clear();
+  const int s = static_cast<int>(tokens.size());
+  if (s > m.max_positions) {
+    throw std::length_error("GemmaModel::prefill: a prompt of " + std::to_string(s) +
+                            " tokens does not fit the cache's " +
+                            std::to_string(m.max_positions) + " positions");
+  }
+  const nvtx::Range range("prefill s=", s);
+  m.reserve(s);
+  CUDA_CHECK(cudaMemcpy(m.ids, tokens.data(), tokens.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+  std::vector<float> out = m.run(m.x, s, capture, [&](int i) {
+    gemma_prefill_layer(m.config, i, m.layers[static_cast<size_t>(i)], {m.local_cos, m.local_sin},
+                        {m.global_cos, m.global_sin}, m.cache_view(i), m.x, m.buffers, s);
+  });
+  m.cached = tokens;
+  return out;
+}
+
+std::vector<float> GemmaModel::decode(int32_t token) {
+  Impl& m = *impl_;
+  if (!has_cache()) throw std::logic_error("GemmaModel::decode: no cache; call enable_cache first");
+  if (m.cached.empty()) {
+    throw std::logic_error("GemmaModel::decode: the cache is empty; prefill a prompt first");
+  }
+  m.check_id(token, m.cached.size(), "GemmaModel::decode");
+  const int pos = static_cast<int>(m.cached.size());
+  if (pos >= m.max_positions) {
+    throw std::length_error("GemmaModel::decode: position " + std::to_string(pos) +
+                            " does not fit the cache's " + std::to_string(m.max_positions) +
+                            " positions");
+  }
+  const nvtx::Range range("decode pos=", pos);
+  m.reserve(pos + 1);  // RoPE tables reaching row pos
+  CUDA_CHECK(cudaMemcpy(m.ids, &token, sizeof token, cudaMemcpyHostToDevice));
+  std::vector<float> out;
+  try {
+    out = m.run(m.x1, 1, nullptr, [&](int i) {
+      gemma_decode_layer(m.config, i, m.layers[static_cast<size_t>(i)], {m.local_cos, m.local_sin},
+                         {m.global_cos, m.global_sin}, m.cache_view(i), pos, m.x1, m.step);
+    });
+  } catch (...) {
+    m.cached.clear();  // a half-written step leaves the cache inconsistent: start over
+    throw;
+  }
+  m.cached.push_back(token);
+  return out;
+}
+
+std::vector<float> GemmaModel::logits(const std::vector<int32_t>& ids) {
+  Impl& m = *impl_;
+  if (!has_cache()) return forward(ids);
+  const std::vector<int32_t>& c = m.cached;
+  if (!c.empty() && ids.size() == c.size() + 1 && std::equal(c.begin(), c.end(), ids.begin())) {
+    return decode(ids.back());
+  }
+  return prefill(ids);
 }
 
 }  // namespace clockwork
