@@ -336,11 +336,14 @@ std::string GemmaModel::describe_cache() const {
   if (!has_cache()) return "none (every step runs the whole sequence)";
   const size_t bytes = (m.local_cache ? m.local_cache->bytes() : 0) +
                        (m.global_cache ? m.global_cache->bytes() : 0);
-  return std::to_string(m.global_cache ? m.global_cache->shape().num_layers : 0) +
-         " global layers x " + std::to_string(m.max_positions) + " positions, " +
-         std::to_string(m.local_cache ? m.local_cache->shape().num_layers : 0) +
-         " local layers x a ring of " + std::to_string(local_ring_slots()) + " slots; " +
-         std::to_string(bytes / 1024) + " KiB of K and V";
+  auto layers = [](int n, const char* kind) {
+    return std::to_string(n) + " " + kind + (n == 1 ? " layer" : " layers");
+  };
+  return layers(m.local_cache ? m.local_cache->shape().num_layers : 0, "local") + " x a ring of " +
+         std::to_string(local_ring_slots()) + " slots, " +
+         layers(m.global_cache ? m.global_cache->shape().num_layers : 0, "global") + " x " +
+         std::to_string(m.max_positions) + " positions; " + std::to_string((bytes + 1023) / 1024) +
+         " KiB of K and V";
 }
 
 std::vector<float> GemmaModel::download_cache(int layer, bool values) const {

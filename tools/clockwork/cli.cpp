@@ -11,6 +11,7 @@
 #include <exception>
 #include <iostream>
 #include <sstream>
+#include <string>
 
 namespace clockwork::cli {
 
@@ -303,6 +304,30 @@ void ProgressBar::finish() {
     std::fflush(stderr);
     drawn_ = false;
   }
+}
+
+std::vector<int32_t> parse_id_list(const std::string& text, int64_t vocab, const std::string& option) {
+  std::vector<int32_t> ids;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t used = 0;
+    long long value = -1;
+    try {
+      value = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || value < 0 || value >= vocab) {
+      throw UsageError(option + ": '" + item + "' (element " + std::to_string(ids.size() + 1) +
+                       ") is not a token id in [0, " + std::to_string(vocab) + ")");
+    }
+    ids.push_back(static_cast<int32_t>(value));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return ids;
 }
 
 }  // namespace clockwork::cli

@@ -86,6 +86,10 @@ std::string one_line(std::string_view message);
 /// not printable ASCII and not part of a valid UTF-8 character.
 std::string quote_bytes(std::string_view bytes);
 
+/// "1,2,3" -> {1, 2, 3} for an option that gives a prompt as token ids: each id an integer in
+/// [0, vocab); anything else is a UsageError naming the element and `option`.
+std::vector<int32_t> parse_id_list(const std::string& text, int64_t vocab, const std::string& option);
+
 /// "1,234,567".
 std::string group_digits(uint64_t value);
 

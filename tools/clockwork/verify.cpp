@@ -137,32 +137,6 @@ std::string show_token(const std::optional<Tokenizer>& maybe, int32_t id) {
   return std::to_string(id) + " " + (tok.is_special(id) ? bytes : quote_bytes(bytes));
 }
 
-// "1,2,3" -> {1, 2, 3}: each id an integer in [0, vocab); anything else is a usage error naming
-// the element and the option.
-std::vector<int32_t> parse_id_list(const std::string& text, int64_t vocab, const std::string& option) {
-  std::vector<int32_t> ids;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    size_t used = 0;
-    long long value = -1;
-    try {
-      value = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || value < 0 || value >= vocab) {
-      throw UsageError(option + ": '" + item + "' (element " + std::to_string(ids.size() + 1) +
-                       ") is not a token id in [0, " + std::to_string(vocab) + ")");
-    }
-    ids.push_back(static_cast<int32_t>(value));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return ids;
-}
-
 void print_diff_row(const std::string& label, const Diff& d) {
   std::printf("  %-22s %10.6f  %10.3e  %10.3e%s\n", label.c_str(), d.cosine, d.max_abs, d.max_ref,
               !d.finite          ? "   <- NaN/inf"

@@ -512,6 +512,58 @@ TEST(CliGemma, AMultimodalCheckpointRunsAsItsTextModel) {
   if (model_backend_missing(v)) GTEST_SKIP() << "no GPU for the CUDA build";
   ASSERT_EQ(v.code, 0) << v.err << v.out;
   EXPECT_NE(v.out.find("verify: PASS"), std::string::npos) << v.out;
+
+// The greedy tokens transformers chose on a checkpoint it wrote (its expected.json), as
+// generate's "ids:" line prints them.
+std::string fixture_greedy_ids(const fs::path& dir) {
+  std::ifstream in(dir / "expected.json");
+  const json expected = json::parse(in);
+  std::string ids = "ids:";
+  for (const json& step : expected.at("steps")) ids += " " + std::to_string(step.at("token").get<int64_t>());
+  return ids;
+}
+
+// generate on the Gemma 3 checkpoints transformers wrote, from token ids (they have no
+// tokenizer): greedy with the KV cache (the default: a ring of sliding_window slots on local
+// layers; the local-global prompt of 11 tokens is already past its window of 4) and without,
+// both giving transformers' tokens. Then what GemmaModel does not offer is refused by name.
+TEST(CliGemma, GenerateGivesTransformersGreedyTokens) {
+  for (const char* name : {"gemma3-local-global", "gemma3-scaled-untied"}) {
+    SCOPED_TRACE(name);
+    const fs::path dir = fs::path(CLOCKWORK_TRANSFORMERS_FIXTURES) / name;
+    const std::string want = fixture_greedy_ids(dir);
+    for (const char* cache : {"contiguous", "none"}) {
+      SCOPED_TRACE(cache);
+      const RunResult r =
+          run_cli({"generate", "--model", dir.string(), "--ids", fixture_prompt_ids(dir),
+                   "--max-new-tokens", "6", "--print-ids", "--kv-cache", cache});
+      if (model_backend_missing(r)) GTEST_SKIP() << "no GPU for the CUDA build";
+      ASSERT_EQ(r.code, 0) << r.err << r.out;
+      EXPECT_NE(r.out.find(want + "\n"), std::string::npos) << want << "\n" << r.out;
+      EXPECT_NE(r.err.find("(Gemma 3)"), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find(std::string(cache) == "none" ? "KV cache: none"
+                                                        : " x a ring of "),
+                std::string::npos)
+          << r.err;
+    }
+  }
+  const fs::path gemma = fs::path(CLOCKWORK_TRANSFORMERS_FIXTURES) / "gemma3-local-global";
+  const std::string ids = fixture_prompt_ids(gemma);
+  EXPECT_EQ(check_error(run_cli({"generate", "--model", gemma.string(), "--ids", ids,
+                                 "--kv-cache", "paged"}),
+                        "generate", 2, {"--kv-cache paged", "Gemma 3"}),
+            "");
+  EXPECT_EQ(check_error(run_cli({"generate", "--model", gemma.string(), "--ids", ids,
+                                 "--cuda-graphs"}),
+                        "generate", 2, {"--cuda-graphs"}),
+            "");
+  EXPECT_EQ(check_error(run_cli({"generate", "--model", gemma.string(), "--ids", ids, "--prompt",
+                                 "hi"}),
+                        "generate", 2, {"--ids", "--prompt"}),
+            "");
+  EXPECT_EQ(check_error(run_cli({"generate", "--model", gemma.string(), "--ids", "5,320"}),
+                        "generate", 2, {"--ids", "'320'", "[0, 320)"}),
+            "");
 }
 
 // ---------------------------------------------------------------------------------------------
