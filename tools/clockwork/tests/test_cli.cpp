@@ -439,8 +439,8 @@ std::string fixture_prompt_ids(const fs::path& dir) {
 }
 
 // verify on the Gemma checkpoint transformers wrote: GemmaModel (the student's milestone-6 code)
-// against the reference, through --ids since the fixture has no tokenizer; then a Llama one the
-// same way, and a malformed --ids.
+// against the reference, then with its KV cache against itself uncached, through --ids since
+// the fixture has no tokenizer; then a Llama one the same way, and a malformed --ids.
 TEST(CliGemma, VerifyRunsBothFamiliesFromTokenIds) {
   if (!kHaveVerify) GTEST_SKIP() << "built without libtorch: no verify";
   const fs::path gemma = fs::path(CLOCKWORK_TRANSFORMERS_FIXTURES) / "gemma3-local-global";
@@ -449,7 +449,7 @@ TEST(CliGemma, VerifyRunsBothFamiliesFromTokenIds) {
   if (model_backend_missing(r)) GTEST_SKIP() << "no GPU for the CUDA build";
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   for (const char* line : {"(Gemma 3, 4 layers", "layer 3", "final norm", "verify: PASS",
-                           "no KV-cache check"}) {
+                           "KV-cache check (3 local layers x a ring of 4 slots"}) {
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
   }
   const fs::path llama = fs::path(CLOCKWORK_TRANSFORMERS_FIXTURES) / "llama-tied";
