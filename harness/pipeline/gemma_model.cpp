@@ -29,7 +29,9 @@ struct GemmaModel::Impl {
   double* global_inv_freq = nullptr;
   float embed_scale = 1.f;
 
-  int capacity = 0;
+  int capacity = 0;       // tokens the activations hold
+  int rope_capacity = 0;  // rows of the RoPE tables
+  std::vector<void*> rope_memory;
   int32_t* ids = nullptr;
   int32_t* positions = nullptr;
   float *local_cos = nullptr, *local_sin = nullptr, *global_cos = nullptr, *global_sin = nullptr;
@@ -55,6 +57,7 @@ struct GemmaModel::Impl {
     local_cache.reset();
     global_cache.reset();
     free_device_memory(step_memory);
+    free_device_memory(rope_memory);
     free_device_memory(activation_memory);
     free_device_memory(weight_memory);
   }
@@ -134,17 +137,12 @@ struct GemmaModel::Impl {
     const int cap = std::min(static_cast<int>(c.max_position_embeddings),
                              std::max({s, 2 * capacity, 16}));
     free_device_memory(activation_memory);
+    capacity = 0;
     const size_t n = static_cast<size_t>(cap), d = static_cast<size_t>(c.hidden_size),
                  ff = static_cast<size_t>(c.intermediate_size),
                  qw = static_cast<size_t>(c.num_heads * c.head_dim),
-                 kvw = static_cast<size_t>(c.num_kv_heads * c.head_dim),
-                 half = static_cast<size_t>(c.head_dim / 2);
+                 kvw = static_cast<size_t>(c.num_kv_heads * c.head_dim);
     ids = activation<int32_t>(n, "token ids");
-    positions = activation<int32_t>(n, "positions");
-    local_cos = activation<float>(n * half, "local RoPE cos table");
-    local_sin = activation<float>(n * half, "local RoPE sin table");
-    global_cos = activation<float>(n * half, "global RoPE cos table");
-    global_sin = activation<float>(n * half, "global RoPE sin table");
     x = activation<float>(n * d, "the residual stream");
     buffers.attn_norm = activation<float>(n * d, "attn_norm");
     buffers.q = activation<float>(n * qw, "q");
@@ -160,14 +158,35 @@ struct GemmaModel::Impl {
     buffers.ffn_out = activation<float>(n * d, "ffn_out");
     x_last_norm = activation<float>(d, "the last row's final norm");
     logits = activation<float>(static_cast<size_t>(c.vocab_size), "logits");
+    capacity = cap;
+    reserve_rope(cap);
+  }
 
-    std::vector<int32_t> pos(n);
-    for (size_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(i);
-    CUDA_CHECK(cudaMemcpy(positions, pos.data(), n * sizeof(int32_t), cudaMemcpyHostToDevice));
+  // RoPE tables of both layer types for at least positions 0 .. n−1. Apart from the activations:
+  // a decode step at position pos needs row pos of the tables but only one row of activations.
+  void reserve_rope(int n) {
+    if (n <= rope_capacity) return;
+    const ModelConfig& c = config;
+    const int cap = std::min(static_cast<int>(c.max_position_embeddings),
+                             std::max({n, 2 * rope_capacity, 16}));
+    free_device_memory(rope_memory);
+    rope_capacity = 0;
+    const size_t rows = static_cast<size_t>(cap), half = static_cast<size_t>(c.head_dim / 2);
+    auto table = [&](size_t count, const char* what) {
+      return allocate_device<float>(rope_memory, count, "GemmaModel", what);
+    };
+    positions = allocate_device<int32_t>(rope_memory, rows, "GemmaModel", "positions");
+    local_cos = table(rows * half, "local RoPE cos table");
+    local_sin = table(rows * half, "local RoPE sin table");
+    global_cos = table(rows * half, "global RoPE cos table");
+    global_sin = table(rows * half, "global RoPE sin table");
+    std::vector<int32_t> pos(rows);
+    for (size_t i = 0; i < rows; ++i) pos[i] = static_cast<int32_t>(i);
+    CUDA_CHECK(cudaMemcpy(positions, pos.data(), rows * sizeof(int32_t), cudaMemcpyHostToDevice));
     kernels::rope_tables(positions, local_inv_freq, local_cos, local_sin, cap, static_cast<int>(half));
     kernels::rope_tables(positions, global_inv_freq, global_cos, global_sin, cap,
                          static_cast<int>(half));
-    capacity = cap;
+    rope_capacity = cap;
   }
 };
 
@@ -396,7 +415,7 @@ std::vector<float> GemmaModel::decode(int32_t token) {
                             " positions");
   }
   const nvtx::Range range("decode pos=", pos);
-  m.reserve(pos + 1);  // RoPE tables reaching row pos
+  m.reserve_rope(pos + 1);  // the tables' row pos; the activations of one token exist already
   CUDA_CHECK(cudaMemcpy(m.ids, &token, sizeof token, cudaMemcpyHostToDevice));
   std::vector<float> out;
   try {
