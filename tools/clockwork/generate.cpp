@@ -55,7 +55,9 @@ const CommandSpec kSpec{
         {"split-blocks", "N",
          "with --batch: plan the split decode attention for about N blocks (-1: never split; "
          "0, the default: twice the multiprocessors, splitting only when a request is long)"},
-        {"chat", "", "wrap the prompt in the Llama 3 Instruct chat template"},
+        {"chat", "",
+         "wrap the prompt in the chat template of the model's family (Llama 3 Instruct or "
+         "Gemma 3)"},
         {"system", "TEXT", "with --chat: a system message before the prompt"},
         {"max-new-tokens", "N", "stop after N new tokens (default 32)"},
         {"backend", "NAME",
@@ -280,12 +282,11 @@ int cmd_generate(const std::vector<std::string>& argv) {
     if (args.has("fused-attention"))
       throw UsageError("--fused-attention: the Gemma 3 model prefills with milestone 6's "
                        "sliding-window attention");
-    if (chat) throw UsageError("--chat: only the Llama 3 chat template is available");
   }
   // With --ids no tokenizer is needed, and the new tokens are printed as ids.
   std::optional<Tokenizer> tokenizer;
   if (!ids_arg) {
-    tokenizer.emplace(load_tokenizer(dir));
+    tokenizer.emplace(load_tokenizer(dir, config.family));
     check_tokenizer_fits(*tokenizer, config);
   }
   uint64_t weight_bytes = 0;

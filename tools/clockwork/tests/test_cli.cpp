@@ -512,6 +512,7 @@ TEST(CliGemma, AMultimodalCheckpointRunsAsItsTextModel) {
   if (model_backend_missing(v)) GTEST_SKIP() << "no GPU for the CUDA build";
   ASSERT_EQ(v.code, 0) << v.err << v.out;
   EXPECT_NE(v.out.find("verify: PASS"), std::string::npos) << v.out;
+}
 
 // The greedy tokens transformers chose on a checkpoint it wrote (its expected.json), as
 // generate's "ids:" line prints them.
