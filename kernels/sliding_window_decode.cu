@@ -62,9 +62,8 @@ __device__ float warp_sum(float v) {
 // q [h·h_d] -> out [h·h_d]. Block g serves query heads g·group .. (g+1)·group − 1 over the
 // visible positions (window > 0: the last `window` of 0 .. len − 1; 0: all), position p read
 // from slot p mod ring. Dynamic shared memory: shared_floats(group, h_d).
-__global__ void sliding_window_decode_kernel(const float* q, KvCacheView cache, int len,
-                                             int window, int ring, int n_heads, float scale,
-                                             float* out) {
+__global__ void sliding_window_decode_kernel(const float* q, KvCacheView cache, int len, int window,
+                                             int ring, int n_heads, float scale, float* out) {
   extern __shared__ __align__(16) float smem[];
   // BEGIN SOLUTION(m6): The online softmax of milestone 4's decode attention over the visible
   // positions only: first = max(0, len − window) on a local layer (window > 0: `window` keys,
@@ -72,10 +71,11 @@ __global__ void sliding_window_decode_kernel(const float* q, KvCacheView cache, 
   // first = 0 on a global layer (window = 0). Every position p is read from
   // ring_slot(cache, ring, p), never from slot p (past the ring's end once len > ring) nor from
   // slot p − first (the ring does not start at slot 0 once it has wrapped). Scores are
-  // q·k·scale with Gemma's scale query_pre_attn_scalar^(−1/2), not 1/sqrt(h_d). Per tile of up to kTile positions from t0:
-  // load K rows into the shared tile; scores into p_s (−inf for unused rows); one warp per query
-  // head updates m, l and the rescale factor; load V into the tile; acc = acc·rescale + Σ p·v.
-  // Finally out = acc / l. Keep every __syncthreads() where all threads reach it.
+  // q·k·scale with Gemma's scale query_pre_attn_scalar^(−1/2), not 1/sqrt(h_d). Per tile of up
+  // to kTile positions from t0: load K rows into the shared tile; scores into p_s (−inf for
+  // unused rows); one warp per query head updates m, l and the rescale factor; load V into the
+  // tile; acc = acc·rescale + Σ p·v. Finally out = acc / l. Keep every __syncthreads() where all
+  // threads reach it.
   const int h_d = cache.head_dim, width = cache.n_kv_heads * h_d;
   const int group = n_heads / cache.n_kv_heads;
   const int g = blockIdx.x;
@@ -186,7 +186,8 @@ void sliding_window_decode_attention(const float* q, const KvCacheView& cache, i
                                 std::to_string(window) + ")");
   }
   if (len < 1) {
-    throw std::invalid_argument(w + ": len must be at least 1 (the new token attends to itself; got " +
+    throw std::invalid_argument(w +
+                                ": len must be at least 1 (the new token attends to itself; got " +
                                 std::to_string(len) + ")");
   }
   const int ring = kv_cache_capacity(cache);
@@ -198,8 +199,7 @@ void sliding_window_decode_attention(const float* q, const KvCacheView& cache, i
         ", len " + std::to_string(len) + ") but the cache holds only " + std::to_string(ring) +
         ": the oldest of them were overwritten");
   }
-  const size_t smem =
-      shared_floats(n_heads / cache.n_kv_heads, cache.head_dim) * sizeof(float);
+  const size_t smem = shared_floats(n_heads / cache.n_kv_heads, cache.head_dim) * sizeof(float);
   if (smem > kMaxSharedBytes) {
     throw std::invalid_argument(w + ": " + std::to_string(n_heads / cache.n_kv_heads) +
                                 " query heads per KV head with head_dim " +

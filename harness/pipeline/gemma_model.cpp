@@ -324,8 +324,10 @@ void GemmaModel::enable_cache(int max_positions) {
         std::make_unique<ContiguousKvCache>(KvCacheShape{global, h_k, h_d}, m.max_positions);
   }
   if (!m.x1) {
-    const size_t d = static_cast<size_t>(c.hidden_size), ff = static_cast<size_t>(c.intermediate_size);
-    const size_t qw = static_cast<size_t>(c.num_heads * c.head_dim), kvw = static_cast<size_t>(h_k * h_d);
+    const size_t d = static_cast<size_t>(c.hidden_size);
+    const size_t ff = static_cast<size_t>(c.intermediate_size);
+    const size_t qw = static_cast<size_t>(c.num_heads * c.head_dim);
+    const size_t kvw = static_cast<size_t>(h_k * h_d);
     auto one = [&](size_t n, const char* what) {
       return allocate_device<float>(m.step_memory, n, "GemmaModel", what);
     };

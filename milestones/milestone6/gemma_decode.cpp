@@ -90,9 +90,8 @@ void gemma_decode_layer(const ModelConfig& c, int layer, const GemmaLayerWeights
     // positions into b.attn, with the score scale c.attention_scale() and a window of
     // c.sliding_window on a local layer, 0 on a global one.
     const int window = c.is_sliding(layer) ? static_cast<int>(c.sliding_window) : 0;
-    kernels::sliding_window_decode_attention(b.q, cache, pos + 1, b.attn, h,
-                                             static_cast<float>(c.attention_scale()), window,
-                                             stream);
+    kernels::sliding_window_decode_attention(
+        b.q, cache, pos + 1, b.attn, h, static_cast<float>(c.attention_scale()), window, stream);
     // END SOLUTION
   }
   {

@@ -363,10 +363,10 @@ int run_verify(const std::vector<std::string>& argv) {
       options.page_size = cache_args.page_size;
       options.max_positions = max_positions;
       ProgressBar bar(std::string("loading (") + backend_name() + ", KV cache)");
-      cached.emplace(CachedModel::load(dir, options,
-                                       [&](uint64_t done, uint64_t total, const std::string& tensor) {
-                                         bar.update(done, total, tensor);
-                                       }));
+      auto progress = [&](uint64_t done, uint64_t total, const std::string& tensor) {
+        bar.update(done, total, tensor);
+      };
+      cached.emplace(CachedModel::load(dir, options, progress));
       cache_description = cached->cache()->describe();
     }
     auto prefill = [&](const std::vector<int32_t>& p) {

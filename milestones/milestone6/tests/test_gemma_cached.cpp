@@ -89,8 +89,8 @@ TEST_P(CachedGemmaTest, GreedyStepsMatchTransformersAndTheUncachedModel) {
     EXPECT_TRUE(matches_reference("cached logits vs the uncached forward pass", logits,
                                   model.forward(ids), {V}, kLogits));
     const int32_t token = step.at("token").get<int32_t>();
-    EXPECT_EQ(argmax(logits), token) << "transformers' top-2 margin is "
-                                     << step.at("margin").get<double>();
+    EXPECT_EQ(argmax(logits), token)
+        << "transformers' top-2 margin is " << step.at("margin").get<double>();
     ids.push_back(token);
     logits = model.decode(token);
   }
@@ -101,7 +101,8 @@ INSTANTIATE_TEST_SUITE_P(Transformers, CachedGemmaTest,
                          ::testing::Values("gemma3-local-global", "gemma3-scaled-untied"),
                          [](const auto& info) {
                            std::string name = info.param;
-                           for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           for (char& ch : name)
+                             ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
                            return name;
                          });
 
@@ -147,9 +148,9 @@ TEST(CachedGemma, GenerationPastTheWindowKeepsTheRightSlots) {
     SCOPED_TRACE("decode step " + std::to_string(i + 1) + ", sequence length " +
                  std::to_string(ids.size()));
     if (same) {
-      const ::testing::AssertionResult r = matches_reference(
-          "cached logits vs the uncached forward pass", logits, model.forward(ids),
-          {c.vocab_size}, kLogits);
+      const ::testing::AssertionResult r =
+          matches_reference("cached logits vs the uncached forward pass", logits,
+                            model.forward(ids), {c.vocab_size}, kLogits);
       same = static_cast<bool>(r);
       EXPECT_TRUE(r) << "(the cache's slots are checked below)";
     }
@@ -246,7 +247,8 @@ TEST(CachedGemma, RefusesWhatDoesNotFit) {
   model.decode(3);
   EXPECT_THROW(model.decode(4), std::length_error);  // position 3 of 3
   EXPECT_EQ(model.cached_ids(), (std::vector<int32_t>{1, 2, 3}));
-  EXPECT_THROW(model.decode(static_cast<int32_t>(model.config().vocab_size)), std::invalid_argument);
+  EXPECT_THROW(model.decode(static_cast<int32_t>(model.config().vocab_size)),
+               std::invalid_argument);
 }
 
 }  // namespace

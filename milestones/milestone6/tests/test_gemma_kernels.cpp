@@ -474,7 +474,8 @@ std::vector<PitfallCandidate> decode_window_pitfalls(const DecodeWindowCase& c,
   const int first = c.window > 0 && c.len > c.window ? c.len - c.window : 0;
   auto positions = [&](int from, int to, double sc) {  // positions from .. to − 1 via the ring
     from = std::max(0, from);
-    return f.attend(c, sc, to - from, [&](int i) { return static_cast<long>((from + i) % c.ring); });
+    return f.attend(c, sc, to - from,
+                    [&](int i) { return static_cast<long>((from + i) % c.ring); });
   };
   std::vector<PitfallCandidate> all{
       {"decode_scale_head_dim",

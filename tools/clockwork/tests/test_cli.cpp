@@ -520,7 +520,8 @@ std::string fixture_greedy_ids(const fs::path& dir) {
   std::ifstream in(dir / "expected.json");
   const json expected = json::parse(in);
   std::string ids = "ids:";
-  for (const json& step : expected.at("steps")) ids += " " + std::to_string(step.at("token").get<int64_t>());
+  for (const json& step : expected.at("steps"))
+    ids += " " + std::to_string(step.at("token").get<int64_t>());
   return ids;
 }
 
