@@ -47,6 +47,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -549,8 +550,11 @@ void set_bits(uintptr_t off, size_t n) {
   if (b < end) g_init_bits[b >> 6].fetch_or((1ull << (end - b)) - 1, std::memory_order_relaxed);
 }
 
-[[noreturn]] void report_device_problem(const std::string& what, uintptr_t a, size_t size, bool write, const void* pc,
-                                        const std::string& hint) {
+// The texts are plain C strings: a std::string argument would be built by the caller while the
+// kernel's accesses are still checked, and the library code that builds it may be an instrumented
+// copy (C++20 instantiates std::string's members in every translation unit, kernel ones included).
+[[noreturn, gnu::noinline, gnu::cold]] void report_device_problem(const char* what, uintptr_t a, size_t size, bool write,
+                                                                 const void* pc, const char* hint) {
   tl_checked = nullptr;  // building the message runs library code: not the kernel's
   std::ostringstream o;
   o << what << " " << (write ? "write" : "read") << " of " << size << " bytes at " << where(pc) << ": "
@@ -693,6 +697,25 @@ void global_access(ThreadState& s, uintptr_t off, uintptr_t a, size_t size, bool
   report(o.str());
 }
 
+// Whether the access at `pc` is the C++ library's own code (std::string building an error message,
+// say, called or inlined by a kernel running on the CPU): its innermost source line is in the
+// library's or the system's headers. Such code works on its own heap memory, which is not a host
+// pointer the kernel was given. Only asked about accesses outside device memory that are about to
+// be reported; the answer is kept per code address.
+bool library_code(const void* pc) {
+  static std::mutex m;
+  static auto* known = new std::map<const void*, bool>;
+  {
+    std::lock_guard lk(m);
+    if (auto it = known->find(pc); it != known->end()) return it->second;
+  }
+  const std::vector<SourceLine> lines = symbolize(pc, true);
+  const bool lib = !lines.empty() && is_library_file(lines.front().file);
+  std::lock_guard lk(m);
+  (*known)[pc] = lib;
+  return lib;
+}
+
 void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const void* pc) {
   RuntimeCode runtime;  // what this calls is not the kernel's code
   for (size_t i = 0; i < g_launch.n_ranges; ++i) {
@@ -705,7 +728,9 @@ void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const vo
   }
   if (in_static_data(a)) return;
   if (host_registered(reinterpret_cast<const void*>(a), size)) return;
-  if (s.checks & kCheckBounds) report_host_pointer(a, size, write, pc);
+  if (!(s.checks & kCheckBounds)) return;
+  if (a >= 65536 && library_code(pc)) return;
+  report_host_pointer(a, size, write, pc);
 }
 
 // Everything access() does not finish itself.
