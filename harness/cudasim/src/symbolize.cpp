@@ -132,8 +132,7 @@ bool is_runtime_file(const std::string& f) {
 }  // namespace
 
 bool is_library_file(const std::string& f) {
-  return f.find("/include/c++/") != std::string::npos || f.rfind("/usr/include/", 0) == 0 ||
-         f.find("/lib/gcc/") != std::string::npos;
+  return f.find("/include/c++/") != std::string::npos || f.rfind("/usr/include/", 0) == 0;
 }
 
 namespace {
