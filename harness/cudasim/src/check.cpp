@@ -243,7 +243,8 @@ constexpr size_t kPageBytes = 4096;
 struct ThreadState {
   bool active = false;
   bool profile = false;  // counting mode: accesses go to profile.cpp too
-  bool fast4 = false;    // races and bounds checked, no counting: shared_fast4() applies
+  bool fast4 = false;       // races and bounds checked, no counting: shared_fast4() applies
+  bool fast4_race = false;  // races checked, bounds not, no counting: so does it, without bounds
   unsigned checks = 0;
   const Lane* lanes = nullptr;
   unsigned nthreads = 0;
@@ -825,8 +826,10 @@ void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const vo
 // included), leaving it to access_rest().
 [[gnu::always_inline]] inline bool shared_fast4(const void* p, bool write, const void* pc) {
   ThreadState* s = tl_checked;
-  if (!s || !s->fast4) return false;
-  return shared_fast_word(*s, reinterpret_cast<uintptr_t>(p), write, true, true, pc);
+  if (!s) return false;
+  if (__builtin_expect(s->fast4, 1)) return shared_fast_word(*s, reinterpret_cast<uintptr_t>(p), write, true, true, pc);
+  if (s->fast4_race) return shared_fast_word(*s, reinterpret_cast<uintptr_t>(p), write, false, true, pc);
+  return false;
 }
 
 // A lane that keeps polling one address is waiting for another thread: let the others run.
@@ -889,6 +892,7 @@ void block_begin(const BlockInfo& b) {
   s.checks = g_launch.checks;
   s.profile = profile::g_launch_profiled;
   s.fast4 = !s.profile && (s.checks & (kCheckRace | kCheckBounds)) == (kCheckRace | kCheckBounds);
+  s.fast4_race = !s.profile && (s.checks & (kCheckRace | kCheckBounds)) == kCheckRace;
   if (s.profile) profile::block_begin(b.nthreads);
   s.lanes = b.lanes;
   s.nthreads = b.nthreads;
