@@ -124,10 +124,18 @@ bool in_cuda_header_folder(const std::string& f) {
 bool is_runtime_file(const std::string& f) {
   return f.empty() || f.find("/harness/cudasim/include/") != std::string::npos ||
          f.find("/harness/check/") != std::string::npos ||
-         f.find("/harness/cudasim/src/") != std::string::npos || f.find("/include/c++/") != std::string::npos ||
+         f.find("/harness/cudasim/src/") != std::string::npos || is_library_file(f) ||
          f.find("/cuda/include/") != std::string::npos || f.find("/cuda/targets/") != std::string::npos ||
-         f.rfind("/usr/include/", 0) == 0 || in_cuda_header_folder(f);
+         in_cuda_header_folder(f);
 }
+
+}  // namespace
+
+bool is_library_file(const std::string& f) {
+  return f.find("/include/c++/") != std::string::npos || f.rfind("/usr/include/", 0) == 0;
+}
+
+namespace {
 
 std::string format(const SourceLine& s) {
   std::string r = s.file + ":" + std::to_string(s.line);

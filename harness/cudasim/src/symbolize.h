@@ -18,6 +18,10 @@ struct SourceLine {
 /// `pc` is where a call returns to (a callback's caller), so the call itself is one byte before.
 std::vector<SourceLine> symbolize(const void* pc, bool return_address);
 
+/// Whether `file` (a source file named by the debug information) is the C++ standard library's or
+/// the system's headers: code a program calls, not code it wrote. False when unknown ("").
+bool is_library_file(const std::string& file);
+
 /// "kernels/softmax.cu:42 (in softmax_kernel)" for a return address into program code; the
 /// innermost source line that is not in cudasim's or CUDA's headers.
 std::string describe_code_address(const void* pc, bool return_address = true);

@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 #include <cmath>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -220,6 +221,33 @@ __global__ void wait_forever(int* flag) {
   }
 }
 
+// ---- the C++ library called from a kernel ---------------------------------------------------------
+
+// On the CPU backend a kernel can call the C++ library: build a message, or throw from a stub's
+// "not implemented" path. The library's accesses to its own heap memory are not the kernel's (on a
+// GPU this does not compile: the CUDA build leaves it out).
+constexpr int kLabelledCopyReadLine = __LINE__ + 9;
+__global__ void labelled_copy(const float* x, float* y) {
+#ifdef __CUDASIM__
+  const std::string label = "labelled_copy, block " + std::to_string(blockIdx.x) + ", thread " +
+                            std::to_string(threadIdx.x) + ": long enough to live on the heap";
+  const float n = static_cast<float>(label.size());
+#else
+  const float n = 0.f;
+#endif
+  y[threadIdx.x] = x[threadIdx.x] + n;
+}
+
+__global__ void stubbed_copy(const float* x, float* y) {
+#ifdef __CUDASIM__
+  if (threadIdx.x == 3) {
+    throw std::runtime_error("stubbed_copy: not implemented yet (block " + std::to_string(blockIdx.x) +
+                             "): write the body of this kernel");
+  }
+#endif
+  y[threadIdx.x] = x[threadIdx.x];
+}
+
 // ---- the tests -----------------------------------------------------------------------------------
 
 namespace {
@@ -309,8 +337,8 @@ TEST_F(Checked, ReductionScratchReusedWithoutBarrier) {
   auto run = [&] { softmax_scratch<false><<<1, 64>>>(x, out); cudaDeviceSynchronize(); };
   EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
               "kernel 'softmax_scratch<false>'.*block \\(0,0,0\\).*shared-memory race \\((write after read|read after "
-              "write)\\) on element 0 of __shared__ array 'red' \\(declared at .*checker_test.cu:31\\).*"
-              "checker_test.cu:4[02] .*checker_test.cu:4[02] .*__syncthreads\\(\\)");
+              "write)\\) on element 0 of __shared__ array 'red' \\(declared at .*checker_test.cu:32\\).*"
+              "checker_test.cu:4[13] .*checker_test.cu:4[13] .*__syncthreads\\(\\)");
 }
 
 TEST_F(Checker, ReductionScratchWithBarrierIsCorrect) {
@@ -333,7 +361,7 @@ TEST_F(Checked, CrossWarpResultsProtectedBySyncwarpOnly) {
   auto run = [&] { warp_partials<false><<<1, 64>>>(x, out); cudaDeviceSynchronize(); };
   EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
               "kernel 'warp_partials<false>'.*shared-memory race .* on element 1 of __shared__ array 'partial'.*"
-              "thread \\((0|32),0,0\\) .*checker_test.cu:(58|64).*thread \\((0|32),0,0\\) .*checker_test.cu:(58|64)");
+              "thread \\((0|32),0,0\\) .*checker_test.cu:(59|65).*thread \\((0|32),0,0\\) .*checker_test.cu:(59|65)");
 }
 
 TEST_F(Checker, CrossWarpResultsAfterSyncthreadsAreCorrect) {
@@ -356,8 +384,8 @@ TEST_F(Checked, SharedHistogramWithPlainIncrement) {
   CHECK(cudaMemcpy(db, bins.data(), 128 * sizeof(int), cudaMemcpyHostToDevice));
   auto run = [&] { histogram<false><<<1, 128>>>(db, out); cudaDeviceSynchronize(); };
   EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
-              "shared-memory race .* on element [0-7] of __shared__ array 'hist'.*checker_test.cu:77.*"
-              "checker_test.cu:77.*atomicAdd");
+              "shared-memory race .* on element [0-7] of __shared__ array 'hist'.*checker_test.cu:78.*"
+              "checker_test.cu:78.*atomicAdd");
 }
 
 TEST_F(Checker, SharedHistogramWithAtomicAddIsCorrect) {
@@ -385,7 +413,7 @@ TEST_F(Checker, RowMaxWithoutBarrierDependsOnTheOrder) {
     auto run = [&] { subtract_row_max<false><<<rows, n>>>(x, y, n); cudaDeviceSynchronize(); };
     EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
                 "kernel 'subtract_row_max<false>'.*shared-memory race .* on __shared__ variable "
-                "'row_max'.*checker_test.cu:(92|95).*checker_test.cu:(92|95)");
+                "'row_max'.*checker_test.cu:(93|96).*checker_test.cu:(93|96)");
     return;
   }
   auto wrong = [&] {
@@ -411,8 +439,8 @@ TEST_F(Checker, WarpBroadcastWithoutSyncwarpDependsOnTheOrder) {
   if (checked()) {
     auto run = [&] { warp_broadcast<false><<<1, 64>>>(x, y); cudaDeviceSynchronize(); };
     EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
-                "shared-memory race .* on element [01] of __shared__ array 'value'.*checker_test.cu:(103|105).*"
-                "checker_test.cu:(103|105).*__syncwarp\\(\\) \\(both threads are in one warp\\)");
+                "shared-memory race .* on element [01] of __shared__ array 'value'.*checker_test.cu:(104|106).*"
+                "checker_test.cu:(104|106).*__syncwarp\\(\\) \\(both threads are in one warp\\)");
     return;
   }
   set_order("forward");
@@ -447,7 +475,7 @@ TEST_F(Checked, BlocksAddIntoOneValueWithPlainAdd) {
   EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
               "kernel 'block_sums<false>'.*global-memory race \\(.* between blocks\\) on element 0 of the 4-byte "
               "buffer allocated at .*checker_test.cu:[0-9]+.*thread \\(0,0,0\\) of block \\([0-3],0,0\\) .*"
-              "checker_test.cu:122.*thread \\(0,0,0\\) of block \\([0-3],0,0\\) .*checker_test.cu:122");
+              "checker_test.cu:123.*thread \\(0,0,0\\) of block \\([0-3],0,0\\) .*checker_test.cu:123");
 }
 
 TEST_F(Checker, BlocksAddWithAtomicAddAreCorrect) {
@@ -502,7 +530,7 @@ TEST_F(Checked, OneElementPastASharedArray) {
   auto run = [&] { tile_neighbour<false><<<1, 32>>>(x, y); cudaDeviceSynchronize(); };
   EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
               "kernel 'tile_neighbour<false>'.*thread \\(31,0,0\\): out-of-bounds read of 4 bytes in shared memory "
-              "at .*checker_test.cu:164.*element 32 of __shared__ array 'tile' \\(declared at .*checker_test.cu:160; "
+              "at .*checker_test.cu:165.*element 32 of __shared__ array 'tile' \\(declared at .*checker_test.cu:161; "
               "it has 32 elements\\)");
 }
 
@@ -522,7 +550,7 @@ TEST_F(Checker, ExternSharedWithoutDynamicSize) {
   auto run = [&] { reverse_dynamic<<<1, 64>>>(x, y); cudaDeviceSynchronize(); };
   // Checked: the checker's bounds message; otherwise the fault past the (empty) dynamic region.
   EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
-              "kernel 'reverse_dynamic'.*thread \\([0-9]+,0,0\\).*checker_test.cu:170.*dynamic shared memory.*("
+              "kernel 'reverse_dynamic'.*thread \\([0-9]+,0,0\\).*checker_test.cu:171.*dynamic shared memory.*("
               "launch gave no dynamic shared memory|gave 0 bytes)");
 }
 
@@ -531,7 +559,7 @@ TEST_F(Checker, ExternSharedWithTooLittleDynamicSize) {
   float* y = zeros(64);
   auto run = [&] { reverse_dynamic<<<1, 64, 32 * sizeof(float)>>>(x, y); cudaDeviceSynchronize(); };
   EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
-              "kernel 'reverse_dynamic'.*thread \\([0-9]+,0,0\\).*checker_test.cu:170.*dynamic shared memory.*"
+              "kernel 'reverse_dynamic'.*thread \\([0-9]+,0,0\\).*checker_test.cu:171.*dynamic shared memory.*"
               "(gave 128 bytes|128 bytes)");
 }
 
@@ -551,7 +579,7 @@ TEST_F(Checked, WriteOneElementPastTheEnd) {
   float* y = zeros(n);
   auto run = [&] { scale<true><<<1, 128>>>(x, y, n); cudaDeviceSynchronize(); };
   EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
-              "kernel 'scale<true>'.*thread \\(100,0,0\\): out-of-bounds write of 4 bytes at .*checker_test.cu:179.*"
+              "kernel 'scale<true>'.*thread \\(100,0,0\\): out-of-bounds write of 4 bytes at .*checker_test.cu:180.*"
               "element 100 of the 400-byte buffer allocated at .*checker_test.cu:[0-9]+.*100 elements of 4 bytes: 1 "
               "element past its end");
 }
@@ -562,7 +590,7 @@ TEST_F(Checker, ReadOneElementPastTheEndOfA256ByteMultiple) {
   float* y = zeros(n + 1);
   auto run = [&] { scale<true><<<1, 128>>>(x, y, n); cudaDeviceSynchronize(); };
   EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
-              "kernel 'scale<true>'.*thread \\(64,0,0\\).*checker_test.cu:179.*element 64 of the 256-byte buffer "
+              "kernel 'scale<true>'.*thread \\(64,0,0\\).*checker_test.cu:180.*element 64 of the 256-byte buffer "
               "allocated at .*checker_test.cu:[0-9]+.*1 element past its end");
 }
 
@@ -583,7 +611,7 @@ TEST_F(Checker, HalvesAllocatedFloatsWritten) {
   CHECK(cudaMalloc(&y, n * sizeof(__half)));  // the bug: sizeof(__half) for a float buffer
   auto run = [&] { fill_floats<<<1, n>>>(y, n); cudaDeviceSynchronize(); };
   EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
-              "kernel 'fill_floats'.*thread \\([0-9]+,0,0\\).*checker_test.cu:185.*element [0-9]+ of the 256-byte buffer "
+              "kernel 'fill_floats'.*thread \\([0-9]+,0,0\\).*checker_test.cu:186.*element [0-9]+ of the 256-byte buffer "
               "allocated at .*checker_test.cu:[0-9]+");
 }
 
@@ -593,7 +621,7 @@ TEST_F(Checked, ReadOfMemoryNothingWrote) {
   float* y = zeros(64);
   auto run = [&] { copy<<<1, 64>>>(x, y); cudaDeviceSynchronize(); };
   EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
-              "kernel 'copy'.*uninitialised read of 4 bytes at .*checker_test.cu:188.*element [0-9]+ of the 256-byte "
+              "kernel 'copy'.*uninitialised read of 4 bytes at .*checker_test.cu:189.*element [0-9]+ of the 256-byte "
               "buffer allocated at .*checker_test.cu:[0-9]+.*No cudaMemcpy, cudaMemset or kernel has written");
 }
 
@@ -615,7 +643,7 @@ TEST_F(Checker, ReadOfAFreedBuffer) {
   CHECK(cudaFree(x));
   auto run = [&] { copy<<<1, 64>>>(x, y); cudaDeviceSynchronize(); };
   EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
-              "kernel 'copy'.*checker_test.cu:188.*element [0-9]+ of the 256-byte buffer allocated at "
+              "kernel 'copy'.*checker_test.cu:189.*element [0-9]+ of the 256-byte buffer allocated at "
               ".*checker_test.cu:[0-9]+.*which was freed at .*checker_test.cu:[0-9]+ \\(use after free\\)");
 }
 
@@ -624,8 +652,39 @@ TEST_F(Checked, HostPointerPassedToAKernel) {
   float* y = zeros(64);
   auto run = [&] { copy<<<1, 64>>>(host.data(), y); cudaDeviceSynchronize(); };
   EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
-              "kernel 'copy'.*invalid memory access: read of 4 bytes at .*checker_test.cu:188.* to address 0x[0-9a-f]+, "
+              "kernel 'copy'.*invalid memory access: read of 4 bytes at .*checker_test.cu:189.* to address 0x[0-9a-f]+, "
               "which is not device memory: a host pointer");
+}
+
+TEST_F(Checker, KernelThatBuildsAStringWithTheLibraryIsCorrect) {
+  const std::vector<float> h = ramp(64);
+  float* x = upload(h);
+  float* y = zeros(64);
+  labelled_copy<<<1, 64>>>(x, y);
+  CHECK(cudaGetLastError());
+  const std::vector<float> got = download(y, 64);
+  for (int t = 0; t < 64; ++t) {
+    const std::string label = "labelled_copy, block 0, thread " + std::to_string(t) + ": long enough to live on the heap";
+    EXPECT_EQ(got[t], h[t] + static_cast<float>(label.size())) << t;
+  }
+}
+
+TEST_F(Checked, HostPointerReadAfterLibraryCodeIsStillReported) {
+  std::vector<float> host(64, 1.f);
+  float* y = zeros(64);
+  auto run = [&] { labelled_copy<<<1, 64>>>(host.data(), y); cudaDeviceSynchronize(); };
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
+              "kernel 'labelled_copy'.*invalid memory access: read of 4 bytes at .*checker_test.cu:" +
+                  std::to_string(kLabelledCopyReadLine) + ".* to address 0x[0-9a-f]+, which is not device memory");
+}
+
+TEST_F(Checker, StubThatThrowsSaysSoAndNothingElse) {
+  float* x = upload(ramp(32));
+  float* y = zeros(32);
+  auto run = [&] { stubbed_copy<<<1, 32>>>(x, y); cudaDeviceSynchronize(); };
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
+              "kernel 'stubbed_copy'.*thread \\(3,0,0\\): uncaught exception: stubbed_copy: not implemented yet "
+              "\\(block 0\\): write the body of this kernel");
 }
 
 TEST_F(Checker, MappedHostMemoryIsUsableByKernels) {
@@ -677,7 +736,7 @@ TEST_F(Checked, MisalignedFloat4Load) {
   float* y = zeros(32);
   auto run = [&] { load_float4<1><<<1, 32>>>(x, y); cudaDeviceSynchronize(); };
   EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
-              "kernel 'load_float4<1>'.*misaligned 16-byte read at .*checker_test.cu:193.*: address 0x[0-9a-f]+ is not "
+              "kernel 'load_float4<1>'.*misaligned 16-byte read at .*checker_test.cu:194.*: address 0x[0-9a-f]+ is not "
               "a multiple of 16 \\(byte [0-9]+ of the 1024-byte buffer");
 }
 
@@ -696,7 +755,7 @@ TEST_F(Checker, AlignedFloat4LoadIsCorrect) {
 TEST_F(Checker, NullPointerWrite) {
   auto run = [&] { store<<<1, 32>>>(nullptr); cudaDeviceSynchronize(); };
   EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
-              "kernel 'store'.*block \\(0,0,0\\), thread \\([0-9]+,0,0\\).*checker_test.cu:199.*a null pointer");
+              "kernel 'store'.*block \\(0,0,0\\), thread \\([0-9]+,0,0\\).*checker_test.cu:200.*a null pointer");
 }
 
 TEST_F(Checker, IntegerDivisionByZero) {
@@ -709,7 +768,7 @@ TEST_F(Checker, IntegerDivisionByZero) {
   auto run = [&] { divide<<<1, 32>>>(a, b, q); cudaDeviceSynchronize(); };
   EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
               "kernel 'divide'.*thread \\([0-9]+,0,0\\): integer division by zero \\(SIGFPE\\) at "
-              ".*checker_test.cu:201");
+              ".*checker_test.cu:202");
 }
 
 TEST_F(Checker, StackOverflowSaysSo) {
@@ -751,6 +810,6 @@ TEST_F(Checker, SpinWaitWithoutProgressIsALivelock) {
   auto run = [&] { wait_forever<<<1, 32>>>(flag); cudaDeviceSynchronize(); };
   EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
               "kernel 'wait_forever'.*thread \\(0,0,0\\): spin-wait without progress for [0-9]+ s \\(repeated "
-              "atomics on one address at .*checker_test.cu:218.*The condition it waits for is never set");
+              "atomics on one address at .*checker_test.cu:219.*The condition it waits for is never set");
   unsetenv("CUDASIM_SPIN_TIMEOUT");
 }
