@@ -407,12 +407,16 @@ size_t find_site(Warp& warp, const void* pc, Kind kind, size_t hint) {
 constexpr uint64_t kLowBits = (uint64_t{1} << kTopShift) - 1;
 const void* pc_of(uint64_t key) { return reinterpret_cast<const void*>(static_cast<uintptr_t>(key & kLowBits)); }
 
-void general_access(ThreadProfile& t, Warp& warp, unsigned lane, const LogEntry& e) {
-  const auto kind = static_cast<Kind>(e.key >> kTopShift);
-  const uintptr_t a = e.addr & kLowBits;
-  const void* pc = pc_of(e.key);
-  const auto size = static_cast<uint8_t>(e.addr >> kTopShift);
+// Lane `bit`'s entry at one position.
+uint64_t key_of(const LogSlot& s, unsigned bit) { return s.differ >> bit & 1u ? s.other[bit] : s.key; }
+
+void general_access(ThreadProfile& t, Warp& warp, unsigned lane, const LogSlot& slot) {
   const unsigned bit = lane & 31;
+  const uint64_t key = key_of(slot, bit), addr = slot.addr[bit];
+  const auto kind = static_cast<Kind>(key >> kTopShift);
+  const uintptr_t a = addr & kLowBits;
+  const void* pc = pc_of(key);
+  const auto size = static_cast<uint8_t>(addr >> kTopShift);
   const size_t si = find_site(warp, pc, kind, t.hint[lane]);
   t.hint[lane] = static_cast<uint16_t>(std::min<size_t>(si, 0xffff));
   Site& s = warp.sites[si];
@@ -469,8 +473,11 @@ void general_access(ThreadProfile& t, Warp& warp, unsigned lane, const LogEntry&
 
 // Hands one lane's log to the open instructions and empties it.
 void drain_lane(ThreadProfile& t, Warp& warp, unsigned lane) {
-  const LogSlot* slots = &t.log[size_t{lane >> 5} * kLogDepth];
-  for (uint32_t p = 0; p < t.depth[lane]; ++p) general_access(t, warp, lane, slots[p].lane[lane & 31]);
+  LogSlot* slots = &t.log[size_t{lane >> 5} * kLogDepth];
+  for (uint32_t p = 0; p < t.depth[lane]; ++p) {
+    general_access(t, warp, lane, slots[p]);
+    slots[p].differ &= ~(1u << (lane & 31));  // its next entry here is compared afresh
+  }
   t.depth[lane] = 0;
 }
 
@@ -484,34 +491,32 @@ void drain_lane(ThreadProfile& t, Warp& warp, unsigned lane) {
 void drain(ThreadProfile& t, unsigned w) {
   Warp& warp = t.warps[w];
   const unsigned base = w * 32;
-  const LogSlot* slots = &t.log[size_t{w} * kLogDepth];
-  uint32_t same = 0;
+  LogSlot* slots = &t.log[size_t{w} * kLogDepth];
+  uint32_t same = 0, deepest = 0;
+  for (uint32_t m = warp.full; m; m &= m - 1) deepest = std::max(deepest, t.depth[base + static_cast<unsigned>(__builtin_ctz(m))]);
   if (!warp.general) {
     same = kLogDepth;
     for (uint32_t m = warp.full; m; m &= m - 1) same = std::min(same, t.depth[base + static_cast<unsigned>(__builtin_ctz(m))]);
     Lanes g;
     g.lanes = warp.full;
     for (uint32_t p = 0; p < same; ++p) {
-      const LogEntry* e = slots[p].lane;
-      const uint64_t key = e[0].key;
-      bool differ = false;
+      const LogSlot& slot = slots[p];
+      const uint64_t key = slot.key;
+      if (slot.differ & warp.full) {
+        same = p;
+        break;
+      }
       if (warp.full == ~0u) {  // a full warp: a loop the compiler vectorises
         for (unsigned l = 0; l < 32; ++l) {
-          differ |= e[l].key != key;
-          g.addr[l] = e[l].addr & kLowBits;
-          g.size[l] = static_cast<uint8_t>(e[l].addr >> kTopShift);
+          g.addr[l] = slot.addr[l] & kLowBits;
+          g.size[l] = static_cast<uint8_t>(slot.addr[l] >> kTopShift);
         }
       } else {
         for (uint32_t m = warp.full; m; m &= m - 1) {
           const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
-          differ |= e[l].key != key;
-          g.addr[l] = e[l].addr & kLowBits;
-          g.size[l] = static_cast<uint8_t>(e[l].addr >> kTopShift);
+          g.addr[l] = slot.addr[l] & kLowBits;
+          g.size[l] = static_cast<uint8_t>(slot.addr[l] >> kTopShift);
         }
-      }
-      if (differ) {
-        same = p;
-        break;
       }
       warp.hint = find_site(warp, pc_of(key), static_cast<Kind>(key >> kTopShift), warp.hint);
       count_group(warp.sites[warp.hint], g);
@@ -521,9 +526,13 @@ void drain(ThreadProfile& t, unsigned w) {
     const unsigned bit = static_cast<unsigned>(__builtin_ctz(m)), lane = base + bit;
     if (t.depth[lane] > same) {
       warp.general = true;
-      for (uint32_t p = same; p < t.depth[lane]; ++p) general_access(t, warp, lane, slots[p].lane[bit]);
+      for (uint32_t p = same; p < t.depth[lane]; ++p) general_access(t, warp, lane, slots[p]);
     }
     t.depth[lane] = 0;
+  }
+  for (uint32_t p = 0; p < deepest; ++p) {
+    slots[p].key = 0;
+    slots[p].differ = 0;
   }
 }
 
