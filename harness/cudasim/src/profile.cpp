@@ -229,11 +229,9 @@ bool count_simple(Stats& st, bool global, const Lanes& g) {
     sectors[sec >> 6] |= uint64_t{1} << (sec & 63);
     elements[el >> 6] |= uint64_t{1} << (el & 63);
   }
-  uint64_t nsec = 0, nel = 0;
-  for (unsigned i = 0; i < 8; ++i) {
-    nsec += static_cast<uint64_t>(__builtin_popcountll(sectors[i]));
-    nel += static_cast<uint64_t>(__builtin_popcountll(elements[i]));
-  }
+  uint64_t nsec = 0, nel = 0;  // only the words the span reaches (popcount may be a call)
+  for (unsigned i = 0; i <= ((hi >> 5) - (lo >> 5)) >> 6; ++i) nsec += static_cast<uint64_t>(__builtin_popcountll(sectors[i]));
+  for (unsigned i = 0; i <= ((hi - lo) >> shift) >> 6; ++i) nel += static_cast<uint64_t>(__builtin_popcountll(elements[i]));
   ++st.requests;
   st.lanes += n;
   st.bytes += uint64_t{n} * size;
