@@ -32,12 +32,20 @@
 // a bench tool that knows the operation) declares them with cudasim::profile_flops() after a
 // launch, and the report leaves them out otherwise.
 //
-// Counting mode also lets the other threads of a block take a turn every 64 accesses of a thread
-// (a yield, as in a spin-wait), so that a thread looping far ahead of its warp does not leave
+// How it is done cheaply: the hook called for every access (access(), inline in profile.h) only
+// appends the address, size, code address and kind to the thread's log of kLogDepth entries. A
+// warp's logs are counted when one fills or at a barrier (drain()). Usually every lane of the warp
+// made the same accesses in the same order, so the lanes' p-th entries are one instruction,
+// complete, counted at once from the log; from the first position where the lanes differ, the
+// warp's accesses up to the barrier are matched by occurrence among open instructions
+// (general_access()). Both give the same groups, so the counts do not depend on which path ran.
+//
+// A thread whose log is full lets the other threads of its block take a turn (a yield, as in a
+// spin-wait), so that a thread looping far ahead of its warp neither overruns its log nor leaves
 // thousands of instructions open; a correct kernel's results do not depend on that order.
 //
-// A block runs on one OS thread, so the warps' open instructions live in a thread_local table;
-// per-site totals are added to the launch's under a mutex when the block ends.
+// A block runs on one OS thread, so the logs and the warps' open instructions live in thread_local
+// tables; per-site totals are added to the launch's under a mutex when the block ends.
 #include "profile.h"
 
 #include <algorithm>
