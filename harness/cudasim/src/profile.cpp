@@ -32,12 +32,20 @@
 // a bench tool that knows the operation) declares them with cudasim::profile_flops() after a
 // launch, and the report leaves them out otherwise.
 //
-// Counting mode also lets the other threads of a block take a turn every 64 accesses of a thread
-// (a yield, as in a spin-wait), so that a thread looping far ahead of its warp does not leave
+// How it is done cheaply: the hook called for every access (access(), inline in profile.h) only
+// appends the address, size, code address and kind to the thread's log of kLogDepth entries. A
+// warp's logs are counted when one fills or at a barrier (drain()). Usually every lane of the warp
+// made the same accesses in the same order, so the lanes' p-th entries are one instruction,
+// complete, counted at once from the log; from the first position where the lanes differ, the
+// warp's accesses up to the barrier are matched by occurrence among open instructions
+// (general_access()). Both give the same groups, so the counts do not depend on which path ran.
+//
+// A thread whose log is full lets the other threads of its block take a turn (a yield, as in a
+// spin-wait), so that a thread looping far ahead of its warp neither overruns its log nor leaves
 // thousands of instructions open; a correct kernel's results do not depend on that order.
 //
-// A block runs on one OS thread, so the warps' open instructions live in a thread_local table;
-// per-site totals are added to the launch's under a mutex when the block ends.
+// A block runs on one OS thread, so the logs and the warps' open instructions live in thread_local
+// tables; per-site totals are added to the launch's under a mutex when the block ends.
 #include "profile.h"
 
 #include <algorithm>
@@ -56,6 +64,7 @@
 namespace cudasim::detail::profile {
 
 bool g_launch_profiled = false;
+constinit thread_local LaneLogs tl_logs;
 
 namespace {
 
@@ -107,6 +116,11 @@ struct Site {
 struct Warp {
   std::vector<Site> sites;
   uint32_t full = 0;  // the lanes this warp has
+  // Whether the lanes' accesses since the last barrier go through the open groups of `sites`
+  // (their logs differed) rather than being counted straight from the logs, and the last site
+  // the logs' counting used.
+  bool general = false;
+  size_t hint = 0;
   // 1 + the index in `sites` of a site whose code address hashes to the slot (0: none), so that
   // finding a site is not a walk through all of them when a loop jumps back.
   uint16_t slot[64] = {};
@@ -121,11 +135,11 @@ struct ThreadProfile {
   std::vector<WideGroup> wide;
   std::vector<int32_t> free_wide;
   std::vector<uint16_t> hint = std::vector<uint16_t>(kMaxThreadsPerBlock);  // per lane: its last site
-  std::vector<uint16_t> since_yield = std::vector<uint16_t>(kMaxThreadsPerBlock);
+  std::vector<LogSlot> log;      // the warps' logs (LaneLogs::slots)
+  std::vector<uint32_t> depth;   // LaneLogs::depth
   unsigned nwarps = 0;
 };
 thread_local ThreadProfile* tl_profile = nullptr;
-constexpr uint16_t kYieldEvery = 64;  // accesses a lane makes before the others get a turn
 
 bool is_global(Kind k) { return k <= kGlobalAtomic; }
 
@@ -176,8 +190,67 @@ uint64_t ideal_sectors(const Lanes& g) {
   return (distinct + 31) / 32;
 }
 
+// The usual instruction: every lane one size (a power of two up to 16), aligned to it, the lanes
+// close together. Counts it as count_group() would and returns true, or returns false. Aligned
+// accesses of one size either coincide or do not overlap and never straddle a sector, so the
+// distinct sectors and the distinct bytes come from bitmaps of sectors and of elements; in shared
+// memory, words less than 32 apart lie in distinct banks.
+bool count_simple(Stats& st, bool global, const Lanes& g) {
+  uint8_t smin = 255, smax = 0;
+  uintptr_t lo = ~uintptr_t{0}, hi = 0, low_bits = 0;
+  if (g.lanes == ~0u) {  // a full warp: a loop the compiler vectorises
+    for (unsigned l = 0; l < 32; ++l) {
+      smin = std::min(smin, g.size[l]);
+      smax = std::max(smax, g.size[l]);
+      lo = std::min(lo, g.addr[l]);
+      hi = std::max(hi, g.addr[l]);
+      low_bits |= g.addr[l];
+    }
+  } else {
+    for (uint32_t m = g.lanes; m; m &= m - 1) {
+      const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
+      smin = std::min(smin, g.size[l]);
+      smax = std::max(smax, g.size[l]);
+      lo = std::min(lo, g.addr[l]);
+      hi = std::max(hi, g.addr[l]);
+      low_bits |= g.addr[l];
+    }
+  }
+  const unsigned size = smin;
+  if (smin != smax || size > 16 || (size & (size - 1)) || (low_bits & (size - 1))) return false;
+  const auto n = static_cast<unsigned>(__builtin_popcount(g.lanes));
+  if (!global) {
+    if (size > 4 || (hi >> 2) - (lo >> 2) >= 32) return false;
+    ++st.requests;
+    st.lanes += n;
+    st.bytes += uint64_t{n} * size;
+    ++st.transactions;
+    ++st.ideal;
+    return true;
+  }
+  if ((hi >> 5) - (lo >> 5) >= 512 || (hi - lo) / size >= 512) return false;
+  uint64_t sectors[8] = {}, elements[8] = {};
+  const unsigned shift = static_cast<unsigned>(__builtin_ctz(size));
+  for (uint32_t m = g.lanes; m; m &= m - 1) {
+    const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
+    const uintptr_t sec = (g.addr[l] >> 5) - (lo >> 5), el = (g.addr[l] - lo) >> shift;
+    sectors[sec >> 6] |= uint64_t{1} << (sec & 63);
+    elements[el >> 6] |= uint64_t{1} << (el & 63);
+  }
+  uint64_t nsec = 0, nel = 0;  // only the words the span reaches (popcount may be a call)
+  for (unsigned i = 0; i <= ((hi >> 5) - (lo >> 5)) >> 6; ++i) nsec += static_cast<uint64_t>(__builtin_popcountll(sectors[i]));
+  for (unsigned i = 0; i <= ((hi - lo) >> shift) >> 6; ++i) nel += static_cast<uint64_t>(__builtin_popcountll(elements[i]));
+  ++st.requests;
+  st.lanes += n;
+  st.bytes += uint64_t{n} * size;
+  st.transactions += nsec;
+  st.ideal += (nel * size + 31) / 32;
+  return true;
+}
+
 void count_group(Site& s, const Lanes& g) {
   Stats& st = s.stats;
+  if (count_simple(st, is_global(s.kind), g)) return;
   ++st.requests;
   st.lanes += static_cast<unsigned>(__builtin_popcount(g.lanes));
   for (uint32_t m = g.lanes; m; m &= m - 1) st.bytes += g.size[__builtin_ctz(m)];
@@ -310,9 +383,170 @@ void release_group(ThreadProfile& t, Site& s, size_t index) {
   g.lanes = 0;
 }
 
+// Finds the warp's site for (pc, kind), adding it when new; `hint` is the last one used: code runs
+// in the order its sites were first met, so after site i usually comes i + 1.
+size_t find_site(Warp& warp, const void* pc, Kind kind, size_t hint) {
+  std::vector<Site>& sites = warp.sites;
+  if (hint + 1 < sites.size() && sites[hint + 1].pc == pc && sites[hint + 1].kind == kind) return hint + 1;
+  if (hint < sites.size() && sites[hint].pc == pc && sites[hint].kind == kind) return hint;
+  const unsigned h = slot_of(pc, kind);
+  size_t si = sites.size();
+  if (const size_t c = warp.slot[h]; c && sites[c - 1].pc == pc && sites[c - 1].kind == kind) return c - 1;
+  for (size_t i = 0; i < sites.size(); ++i) {
+    if (sites[i].pc == pc && sites[i].kind == kind) {
+      si = i;
+      break;
+    }
+  }
+  if (si < 0xffff) warp.slot[h] = static_cast<uint16_t>(si + 1);  // a new site gets index si too
+  if (si == sites.size()) {
+    sites.emplace_back();
+    sites.back().pc = pc;
+    sites.back().kind = kind;
+    std::memset(sites.back().count, 0, sizeof sites.back().count);
+  }
+  return si;
+}
+
+// One access of a lane whose warp's logs differed: it joins occurrence n of its site among the
+// warp's open instructions, which is counted when complete or at the barrier.
+constexpr uint64_t kLowBits = (uint64_t{1} << kTopShift) - 1;
+const void* pc_of(uint64_t key) { return reinterpret_cast<const void*>(static_cast<uintptr_t>(key & kLowBits)); }
+
+// Lane `bit`'s entry at one position.
+uint64_t key_of(const LogSlot& s, unsigned bit) { return s.differ >> bit & 1u ? s.other[bit] : s.key; }
+
+void general_access(ThreadProfile& t, Warp& warp, unsigned lane, const LogSlot& slot) {
+  const unsigned bit = lane & 31;
+  const uint64_t key = key_of(slot, bit), addr = slot.addr[bit];
+  const auto kind = static_cast<Kind>(key >> kTopShift);
+  const uintptr_t a = addr & kLowBits;
+  const void* pc = pc_of(key);
+  const auto size = static_cast<uint8_t>(addr >> kTopShift);
+  const size_t si = find_site(warp, pc, kind, t.hint[lane]);
+  t.hint[lane] = static_cast<uint16_t>(std::min<size_t>(si, 0xffff));
+  Site& s = warp.sites[si];
+  const size_t index = s.head + (s.count[bit]++ - s.base);
+  if (index == s.open.size()) {
+    Group& g = s.open.emplace_back();
+    g.lanes = 0;
+    g.hi = static_cast<uint32_t>(a >> 32);
+    g.size = size;
+    g.wide = -1;
+  }
+  Group& g = s.open[index];
+  const auto sz = size;
+  if (__builtin_expect(g.wide < 0 && (g.hi == static_cast<uint32_t>(a >> 32) && g.size == sz), 1)) {
+    g.lo[bit] = static_cast<uint32_t>(a);
+  } else {
+    if (g.wide < 0) {  // the first lane that differs: copy the others to a full group
+      int32_t wi;
+      if (!t.free_wide.empty()) {
+        wi = t.free_wide.back();
+        t.free_wide.pop_back();
+      } else {
+        wi = static_cast<int32_t>(t.wide.size());
+        t.wide.emplace_back();
+      }
+      WideGroup& w = t.wide[static_cast<size_t>(wi)];
+      for (uint32_t m = g.lanes; m; m &= m - 1) {
+        const unsigned i = static_cast<unsigned>(__builtin_ctz(m));
+        w.addr[i] = (uintptr_t{g.hi} << 32) | g.lo[i];
+        w.size[i] = g.size;
+      }
+      g.wide = wi;
+    }
+    WideGroup& w = t.wide[static_cast<size_t>(g.wide)];
+    w.addr[bit] = a;
+    w.size[bit] = sz;
+  }
+  g.lanes |= 1u << bit;
+  if (g.lanes == warp.full) {
+    release_group(t, s, index);
+    while (s.head < s.open.size() && !s.open[s.head].lanes) {
+      ++s.head;
+      ++s.base;
+    }
+    if (s.head == s.open.size()) {
+      s.open.clear();
+      s.head = 0;
+    } else if (s.head > 4096 && s.head * 2 > s.open.size()) {  // drop what has been counted
+      s.open.erase(s.open.begin(), s.open.begin() + static_cast<std::ptrdiff_t>(s.head));
+      s.head = 0;
+    }
+  }
+}
+
+// Hands one lane's log to the open instructions and empties it.
+void drain_lane(ThreadProfile& t, Warp& warp, unsigned lane) {
+  LogSlot* slots = &t.log[size_t{lane >> 5} * kLogDepth];
+  for (uint32_t p = 0; p < t.depth[lane]; ++p) {
+    general_access(t, warp, lane, slots[p]);
+    slots[p].differ &= ~(1u << (lane & 31));  // its next entry here is compared afresh
+  }
+  t.depth[lane] = 0;
+}
+
+// Counts the logs of warp `w` and empties them. While every lane of the warp has made the same
+// accesses (the same sites in the same order) since the barrier, access p of each lane is
+// occurrence n of one site in all of them, so the lanes' p-th accesses are one complete
+// instruction, counted here at once. From the first position where the lanes differ, or when a
+// lane has made fewer accesses, the rest goes through the open instructions (general_access), for
+// the warp's remaining accesses up to the barrier: the occurrences counted here are the same in
+// every lane, so the numbering there still matches the lanes' occurrences.
+void drain(ThreadProfile& t, unsigned w) {
+  Warp& warp = t.warps[w];
+  const unsigned base = w * 32;
+  LogSlot* slots = &t.log[size_t{w} * kLogDepth];
+  uint32_t same = 0, deepest = 0;
+  for (uint32_t m = warp.full; m; m &= m - 1) deepest = std::max(deepest, t.depth[base + static_cast<unsigned>(__builtin_ctz(m))]);
+  if (!warp.general) {
+    same = kLogDepth;
+    for (uint32_t m = warp.full; m; m &= m - 1) same = std::min(same, t.depth[base + static_cast<unsigned>(__builtin_ctz(m))]);
+    Lanes g;
+    g.lanes = warp.full;
+    for (uint32_t p = 0; p < same; ++p) {
+      const LogSlot& slot = slots[p];
+      const uint64_t key = slot.key;
+      if (slot.differ & warp.full) {
+        same = p;
+        break;
+      }
+      if (warp.full == ~0u) {  // a full warp: a loop the compiler vectorises
+        for (unsigned l = 0; l < 32; ++l) {
+          g.addr[l] = slot.addr[l] & kLowBits;
+          g.size[l] = static_cast<uint8_t>(slot.addr[l] >> kTopShift);
+        }
+      } else {
+        for (uint32_t m = warp.full; m; m &= m - 1) {
+          const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
+          g.addr[l] = slot.addr[l] & kLowBits;
+          g.size[l] = static_cast<uint8_t>(slot.addr[l] >> kTopShift);
+        }
+      }
+      warp.hint = find_site(warp, pc_of(key), static_cast<Kind>(key >> kTopShift), warp.hint);
+      count_group(warp.sites[warp.hint], g);
+    }
+  }
+  for (uint32_t m = warp.full; m; m &= m - 1) {
+    const unsigned bit = static_cast<unsigned>(__builtin_ctz(m)), lane = base + bit;
+    if (t.depth[lane] > same) {
+      warp.general = true;
+      for (uint32_t p = same; p < t.depth[lane]; ++p) general_access(t, warp, lane, slots[p]);
+    }
+    t.depth[lane] = 0;
+  }
+  for (uint32_t p = 0; p < deepest; ++p) {
+    slots[p].key = 0;
+    slots[p].differ = 0;
+  }
+}
+
 // Counts every open instruction of every warp (a barrier or the block's end: nothing can join them).
 void flush(ThreadProfile& t) {
   for (unsigned w = 0; w < t.nwarps; ++w) {
+    drain(t, w);
+    t.warps[w].general = false;
     for (Site& s : t.warps[w].sites) {
       for (size_t i = s.head; i < s.open.size(); ++i) release_group(t, s, i);
       s.open.clear();
@@ -378,10 +612,15 @@ void block_begin(unsigned nthreads) {
     const unsigned width = std::min(32u, nthreads - w * 32);
     t.warps[w].full = width == 32 ? ~0u : (1u << width) - 1u;
     t.warps[w].sites.clear();
+    t.warps[w].general = false;
+    t.warps[w].hint = 0;
     std::memset(t.warps[w].slot, 0, sizeof t.warps[w].slot);
   }
   std::fill(t.hint.begin(), t.hint.begin() + nthreads, uint16_t{0});
-  std::fill(t.since_yield.begin(), t.since_yield.begin() + nthreads, uint16_t{0});
+  if (t.log.size() < size_t{t.nwarps} * kLogDepth) t.log.resize(size_t{t.nwarps} * kLogDepth);
+  if (t.depth.size() < nthreads) t.depth.resize(nthreads);
+  std::fill(t.depth.begin(), t.depth.begin() + nthreads, uint32_t{0});
+  tl_logs = {t.log.data(), t.depth.data()};
 }
 
 void barrier_released() {
@@ -400,94 +639,24 @@ void block_end() {
   }
 }
 
-void access(Kind kind, unsigned lane, uintptr_t a, size_t size, const void* pc) {
+void log_full(unsigned lane) {
   ThreadProfile& t = *tl_profile;
-  Warp& warp = t.warps[lane >> 5];
-  const unsigned bit = lane & 31;
-  // The site: usually the one this lane used last or the next one.
-  std::vector<Site>& sites = warp.sites;
-  size_t si = t.hint[lane];
-  // Code runs in the order its sites were first met: after site i usually comes i + 1.
-  if (si + 1 < sites.size() && sites[si + 1].pc == pc && sites[si + 1].kind == kind) {
-    t.hint[lane] = static_cast<uint16_t>(++si);
-  } else if (!(si < sites.size() && sites[si].pc == pc && sites[si].kind == kind)) {
-    const unsigned h = slot_of(pc, kind);
-    si = sites.size();
-    if (const size_t c = warp.slot[h]; c && sites[c - 1].pc == pc && sites[c - 1].kind == kind) {
-      si = c - 1;
-    } else {
-      for (size_t i = 0; i < sites.size(); ++i) {
-        if (sites[i].pc == pc && sites[i].kind == kind) {
-          si = i;
-          break;
-        }
-      }
-      if (si < 0xffff) warp.slot[h] = static_cast<uint16_t>(si + 1);  // a new site gets index si too
-    }
-    if (si == sites.size()) {
-      sites.emplace_back();
-      sites.back().pc = pc;
-      sites.back().kind = kind;
-      std::memset(sites.back().count, 0, sizeof sites.back().count);
-    }
-    t.hint[lane] = static_cast<uint16_t>(std::min<size_t>(si, 0xffff));
-  }
-  Site& s = sites[si];
-  const size_t index = s.head + (s.count[bit]++ - s.base);
-  if (index == s.open.size()) {
-    Group& g = s.open.emplace_back();
-    g.lanes = 0;
-    g.hi = static_cast<uint32_t>(a >> 32);
-    g.size = static_cast<uint8_t>(std::min<size_t>(size, 255));
-    g.wide = -1;
-  }
-  Group& g = s.open[index];
-  const auto sz = static_cast<uint8_t>(std::min<size_t>(size, 255));
-  if (__builtin_expect(g.wide < 0 && (g.hi == static_cast<uint32_t>(a >> 32) && g.size == sz), 1)) {
-    g.lo[bit] = static_cast<uint32_t>(a);
+  const unsigned w = lane >> 5;
+  Warp& warp = t.warps[w];
+  if (warp.general) {
+    drain_lane(t, warp, lane);
   } else {
-    if (g.wide < 0) {  // the first lane that differs: copy the others to a full group
-      int32_t wi;
-      if (!t.free_wide.empty()) {
-        wi = t.free_wide.back();
-        t.free_wide.pop_back();
-      } else {
-        wi = static_cast<int32_t>(t.wide.size());
-        t.wide.emplace_back();
-      }
-      WideGroup& w = t.wide[static_cast<size_t>(wi)];
-      for (uint32_t m = g.lanes; m; m &= m - 1) {
-        const unsigned i = static_cast<unsigned>(__builtin_ctz(m));
-        w.addr[i] = (uintptr_t{g.hi} << 32) | g.lo[i];
-        w.size[i] = g.size;
-      }
-      g.wide = wi;
-    }
-    WideGroup& w = t.wide[static_cast<size_t>(g.wide)];
-    w.addr[bit] = a;
-    w.size[bit] = sz;
-  }
-  g.lanes |= 1u << bit;
-  if (g.lanes == warp.full) {
-    release_group(t, s, index);
-    while (s.head < s.open.size() && !s.open[s.head].lanes) {
-      ++s.head;
-      ++s.base;
-    }
-    if (s.head == s.open.size()) {
-      s.open.clear();
-      s.head = 0;
-    } else if (s.head > 4096 && s.head * 2 > s.open.size()) {  // drop what has been counted
-      s.open.erase(s.open.begin(), s.open.begin() + static_cast<std::ptrdiff_t>(s.head));
-      s.head = 0;
+    bool all = true;
+    for (uint32_t m = warp.full; m && all; m &= m - 1) all = t.depth[w * 32 + static_cast<unsigned>(__builtin_ctz(m))] == kLogDepth;
+    if (all) {  // the usual case in a loop: the last lane of the warp to fill counts them all
+      drain(t, w);
+      return;
     }
   }
   // A lane that runs far ahead of its warp (a long loop without barriers) would leave one open
-  // instruction per iteration; letting the others catch up keeps the open ones few and in cache.
-  if (++t.since_yield[lane] == kYieldEvery) {
-    t.since_yield[lane] = 0;
-    profile_yield();
-  }
+  // instruction per iteration; letting the others catch up keeps the logs and open ones few.
+  profile_yield();
+  if (t.depth[lane] == kLogDepth) drain(t, w);  // the others did not catch up
 }
 
 // ---- the results and the report ---------------------------------------------------------------------

@@ -121,6 +121,24 @@ __global__ void read_float2(const float2* in, float2* out) {
   out[threadIdx.x] = buf[threadIdx.x];
 }
 
+// Lanes 0-15 of each warp make 10 loads of 64 bytes (2 sectors) before or after a loop of
+// `steps` loads of 128 bytes (4 sectors) that every lane makes: with more steps than a thread's log
+// holds, the lanes agree for whole logs and differ at the start or at the end, which the counting
+// handles in different ways that must give the same counts.
+template <bool kTailFirst>
+__global__ void diverging_lanes(const float* x, float* y, int steps) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  float acc = 0.f;
+  if (kTailFirst && lane < 16) {
+    for (int i = 0; i < 10; ++i) acc += x[i * 16 + lane];
+  }
+  for (int i = 0; i < steps; ++i) acc += x[i * 32 + lane];
+  if (!kTailFirst && lane < 16) {
+    for (int i = 0; i < 10; ++i) acc += x[i * 16 + lane];
+  }
+  y[threadIdx.x] = acc;
+}
+
 // ---- helpers -----------------------------------------------------------------------------------
 
 class Profile : public ::testing::Test {
@@ -243,6 +261,37 @@ TEST_F(Profile, CountsDoNotDependOnThreadOrder) {
   }
   cudaFree(x);
   cudaFree(w);
+  cudaFree(y);
+}
+
+// Warps whose lanes make the same accesses for longer than a thread's log, then differ (or differ
+// first): per warp 200 requests of 4 sectors and 10 of 2, whatever the order the threads run in.
+TEST_F(Profile, LanesThatDivergeAroundALongLoopAreCountedAsOneWarp) {
+  const int steps = 200, warps = 3;
+  float* x = upload(size_t{steps} * 32, 9);
+  float* y = zeros(size_t{warps} * 32);
+  for (const char* order : {"forward", "warps-reverse", "shuffle:7"}) {
+    setenv("CUDASIM_ORDER", order, 1);
+    cudasim::reload_options();
+    for (const bool tail_first : {false, true}) {
+      cudasim::profile_reset();
+      if (tail_first) {
+        diverging_lanes<true><<<1, warps * 32>>>(x, y, steps);
+      } else {
+        diverging_lanes<false><<<1, warps * 32>>>(x, y, steps);
+      }
+      CHECK(cudaDeviceSynchronize());
+      const auto all = cudasim::profile_results();
+      const auto t = kernel(all, "diverging_lanes").totals();
+      const int ld = static_cast<int>(K::GlobalLoad);
+      const std::string where = std::string("order ") + order + (tail_first ? ", extra loads first" : ", extra loads last");
+      EXPECT_EQ(t.requests[ld], uint64_t{warps} * (steps + 10)) << where;
+      EXPECT_EQ(t.lane_accesses[ld], uint64_t{warps} * (steps * 32 + 10 * 16)) << where;
+      EXPECT_EQ(t.sectors[ld], uint64_t{warps} * (steps * 4 + 10 * 2)) << where;
+      EXPECT_EQ(t.ideal_sectors[ld], uint64_t{warps} * (steps * 4 + 10 * 2)) << where;
+    }
+  }
+  cudaFree(x);
   cudaFree(y);
 }
 
