@@ -45,13 +45,13 @@ void check_tensors(const Checkpoint& checkpoint, const ModelConfig& config, bool
 void check_tokenizer_fits(const Tokenizer& tokenizer, const ModelConfig& config);
 
 /// The ids generation stops on: config.json's eos_token_id list plus the tokenizer's end of
-/// text and end of turn (<|end_of_text|> and <|eot_id|>, or <eos> and <end_of_turn>) when it has
+/// text and end of turn (<|end_of_text|> and <|eot_id|>, or `<eos>` and `<end_of_turn>`) when it has
 /// them.
 std::vector<int32_t> stop_ids(const ModelConfig& config, const Tokenizer& tokenizer);
 
 /// The prompt as ids: the chat template of the tokenizer's family around a user message (and an
 /// optional system message, which Gemma folds into the user turn) with `chat`, otherwise
-/// bos_id() (<|begin_of_text|> or <bos>) followed by the plain text.
+/// bos_id() (<|begin_of_text|> or `<bos>`) followed by the plain text.
 std::vector<int32_t> encode_prompt(const Tokenizer& tokenizer, const std::string& prompt, bool chat,
                                    const std::string& system);
 

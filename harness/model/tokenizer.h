@@ -103,12 +103,12 @@ std::string format_chat(const std::vector<ChatMessage>& messages,
 
 /// Gemma 3 instruction-tuned models' chat template as text, as their tokenizer_config.json
 /// writes it:
-///   <bos> then, per message, <start_of_turn>{role}\n{trimmed content}<end_of_turn>\n
-///   and, if add_generation_prompt, <start_of_turn>model\n.
+///   `<bos>` then, per message, `<start_of_turn>`{role}\n{trimmed content}`<end_of_turn>`\n
+///   and, if add_generation_prompt, `<start_of_turn>`model\n.
 /// The role "assistant" is written "model". Gemma has no system turn: a first message with role
 /// "system" is folded into the first user turn as its content followed by "\n\n" (not trimmed),
 /// before the trimmed user text. After it, roles must alternate user, assistant, user, ...;
-/// anything else throws TokenizerError naming the message. <bos> is there even with no messages.
+/// anything else throws TokenizerError naming the message. `<bos>` is there even with no messages.
 std::string format_gemma_chat(const std::vector<ChatMessage>& messages,
                               bool add_generation_prompt = true);
 
@@ -149,7 +149,7 @@ class Tokenizer {
   /// Text → ids. With allow_special, special token strings in the text (e.g. "<|eot_id|>")
   /// become their ids; without it they are encoded as ordinary text. With bos, the ids start
   /// with bos_id(). A kSentencePiece tokenizer cuts out the added tokens that are not special
-  /// (Gemma's "<unused0>", say) in either case, as HuggingFace does. Throws InvalidUtf8Error if `text` is not valid UTF-8 (overlong
+  /// (Gemma's "`<unused0>`", say) in either case, as HuggingFace does. Throws InvalidUtf8Error if `text` is not valid UTF-8 (overlong
   /// forms and surrogates included).
   std::vector<int32_t> encode(std::string_view text, bool allow_special = false,
                               bool bos = false) const;
@@ -176,7 +176,7 @@ class Tokenizer {
   int32_t special_base() const;
   int32_t num_special_tokens() const;  ///< tokens at special_base() .. vocab_size()-1
   /// A special token: for kByteLevel every token from special_base() on, for kSentencePiece the
-  /// added tokens marked "special": true (<bos>, <eos>, <start_of_turn>, ...).
+  /// added tokens marked "special": true (`<bos>`, `<eos>`, `<start_of_turn>`, ...).
   bool is_special(int32_t id) const;
   MergeRule merge_rule() const;
   Style style() const;
@@ -186,14 +186,14 @@ class Tokenizer {
   /// Same, throwing TokenizerError if this tokenizer has no such token.
   int32_t special_id(std::string_view text) const;
   /// Id of a base-vocabulary token by its bytes (kSentencePiece: the piece whose text, with '▁'
-  /// read as a space, is `bytes`; a <0xNN> token is found by its name, not by its byte).
+  /// read as a space, is `bytes`; a `<0xNN>` token is found by its name, not by its byte).
   std::optional<int32_t> find_token(std::string_view bytes) const;
 
-  /// <|begin_of_text|> (Llama 3) or <bos> (Gemma 3).
+  /// <|begin_of_text|> (Llama 3) or `<bos>` (Gemma 3).
   int32_t bos_id() const;
-  /// <|end_of_text|> or <eos>.
+  /// <|end_of_text|> or `<eos>`.
   int32_t eos_id() const;
-  /// The end of a chat turn: <|eot_id|> or <end_of_turn>.
+  /// The end of a chat turn: <|eot_id|> or `<end_of_turn>`.
   int32_t eot_id() const;
 
   /// Writes HuggingFace `tokenizer.json` (kByteLevel only). For a kTokenRanks tokenizer the merges are derived

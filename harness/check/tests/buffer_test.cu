@@ -152,7 +152,7 @@ TEST(DeviceBuffer, CatchesOneElementPastTheEnd) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     auto run = [&] { kernel_double_off_by_one<<<blocks_for(n + 1), kThreads>>>(x.data(), y.data(), n); };
     EXPECT_EXIT(run(), ::testing::ExitedWithCode(70),
-                "kernel 'kernel_double_off_by_one'.*thread \\(64,0,0\\): out-of-bounds write .*buffer_test.cu:40.*"
+                "kernel 'kernel_double_off_by_one'.*thread \\(64,0,0\\): out-of-bounds write .*buffer_test.cu:33.*"
                 "element 64 of buffer 'y' \\[4 x 16\\].*1 element past its end");
     return;
   }
@@ -181,7 +181,7 @@ TEST(DeviceBuffer, CatchesOneElementBeforeTheStart) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     auto run = [&] { kernel_shifted_left<<<blocks_for(n), kThreads>>>(x.data(), y.data(), n); };
     EXPECT_EXIT(run(), ::testing::ExitedWithCode(70),
-                "kernel 'kernel_shifted_left'.*thread \\(0,0,0\\): out-of-bounds write .*buffer_test.cu:46.*"
+                "kernel 'kernel_shifted_left'.*thread \\(0,0,0\\): out-of-bounds write .*buffer_test.cu:39.*"
                 "element -1 of buffer 'k' \\[50\\].*1 element before its start");
     return;
   }
