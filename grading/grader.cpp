@@ -490,9 +490,10 @@ struct Pipeline {
   // compiled from student files, unless the submitted file is what that build compiled (the
   // solution, or the stub when the framework was built from a stubbed tree: the grading build then
   // reuses its object, and the student already has the file);
-  // in the tree copy, the hidden tests' sources and rubric when the framework build's objects of
-  // them are reused (the grading build then never reads them). The framework's own objects and
-  // programs, which the grading links, stay readable.
+  // in the tree copy, the hidden tests' sources and rubric (the student build never compiles them),
+  // and the known-good steps' sources when the framework build's objects of them are reused. The
+  // framework's own objects and programs, which the student build links, stay readable; those of
+  // the hidden tests are shielded separately (shield_framework_hidden_objects).
   void protect_secrets(const handout::Tree& tree, const fs::path& source) {
     if (sandbox.user.empty()) return;
     auto hide = [](const fs::path& path) {

@@ -902,14 +902,16 @@ struct LookForHiddenTests {
     EXPECT_EQ(st.st_mode & 0044, 0u) << path << " is readable by others";
   }
 
-  // At build time: the compiler, run as the student user, is asked for a hidden object by its path.
-  // The compiler stops at a file it may not read (GCC treats that as a fatal error even inside
+  // At build time: the compiler, run as the student user, is asked for a hidden object by its path
+  // (the small one: a readable object of megabytes would take the compiler minutes to reject). The
+  // compiler stops at a file it may not read (GCC treats that as a fatal error even inside
   // __has_include), so the build fails, and the output says why and shows nothing of the object.
+  const fs::path seed_object = objects / "seed_channel.cpp.o";
   const fs::path at_build = cheating_submission("cheat-hidden-objects-build", "");
-  std::ofstream(at_build / "kernels/matmul.cu", std::ios::app) << "\n#include \"" << hidden_object.string() << "\"\n";
+  std::ofstream(at_build / "kernels/matmul.cu", std::ios::app) << "\n#include \"" << seed_object.string() << "\"\n";
   const json built = grade_cheat(at_build, 0, hidden);
   const std::string out = built["output"];
-  EXPECT_NE(out.find(hidden_object.filename().string() + ": Permission denied"), std::string::npos) << out;
+  EXPECT_NE(out.find(seed_object.filename().string() + ": Permission denied"), std::string::npos) << out;
   EXPECT_EQ(built.dump().find(needle), std::string::npos) << built.dump(2);
 }
 
