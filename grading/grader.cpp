@@ -490,9 +490,10 @@ struct Pipeline {
   // compiled from student files, unless the submitted file is what that build compiled (the
   // solution, or the stub when the framework was built from a stubbed tree: the grading build then
   // reuses its object, and the student already has the file);
-  // in the tree copy, the hidden tests' sources and rubric when the framework build's objects of
-  // them are reused (the grading build then never reads them). The framework's own objects and
-  // programs, which the grading links, stay readable.
+  // in the tree copy, the hidden tests' sources and rubric (the student build never compiles them),
+  // and the known-good steps' sources when the framework build's objects of them are reused. The
+  // framework's own objects and programs, which the student build links, stay readable; those of
+  // the hidden tests are shielded separately (shield_framework_hidden_objects).
   void protect_secrets(const handout::Tree& tree, const fs::path& source) {
     if (sandbox.user.empty()) return;
     auto hide = [](const fs::path& path) {
@@ -533,7 +534,11 @@ struct Pipeline {
       hide(source / path);
       // The framework build's own tree (a stubbed copy with the hidden tests) keeps them too.
       if (!framework_source.empty() && framework_source != source) hide(framework_source / path);
-      if (!framework.empty() && fs::path(path).filename() != "CMakeLists.txt") hide(tree_dir / path);
+      // The student user never compiles the hidden tests (the grader does, see link_hidden_programs),
+      // and compiles the known-good steps only when there is no framework build to reuse.
+      if ((!framework.empty() || !handout::is_known_good(path)) && fs::path(path).filename() != "CMakeLists.txt") {
+        hide(tree_dir / path);
+      }
     }
     if (framework.empty()) return;
     // The framework build's files that come from a student file: "<dir>/<file>." in their path
@@ -566,6 +571,373 @@ struct Pipeline {
         }
       }
     }
+  }
+
+  // ---- the hidden tests' programs, linked by the grader ------------------------------------------
+  // The student user builds the submission's code and the visible programs, and never reads an
+  // object of the hidden tests: the programs that hold them are linked afterwards by the grader,
+  // from those objects (the grader's, mode 0600) and the libraries the student build made, with
+  // the link commands the build system gave before the student user touched the build folder. They
+  // are then executable by the student user but not readable (mode 0711). Nothing of the
+  // submission is compiled or run by the grader's user: the linker only reads its objects.
+
+  // One build step of the build system (ninja -t query): its rule and inputs.
+  struct NinjaEdge {
+    std::string rule;
+    std::vector<std::string> explicit_inputs, implicit_inputs, outputs;
+  };
+
+  struct HiddenProgram {
+    std::string target;               // the build target the rubric names
+    std::string output;               // the program, relative to the build folder
+    std::string command;              // its link command, run in the build folder
+    std::vector<std::string> inputs;  // what the student build makes for it, relative to the build folder
+    std::string failure;              // why it could not be linked (shown to the student); "" when linked
+  };
+  struct HiddenObject {
+    std::string output, command;  // compiled by the grader when no framework build holds it
+  };
+  std::vector<HiddenProgram> hidden_programs;
+  std::vector<HiddenObject> hidden_objects;
+
+  // Runs `ninja <args>` in the build folder as the grader (the build folder is the grader's then).
+  std::string ninja_tool(std::vector<std::string> args, const fs::path& dir) const {
+    const std::string ninja = handout::find_program("ninja");
+    if (ninja.empty()) throw GraderError("ninja is not installed, but " + dir.string() + " is a Ninja build");
+    handout::RunOptions r;
+    r.argv = {ninja, "-C", dir.string()};
+    r.argv.insert(r.argv.end(), args.begin(), args.end());
+    r.timeout_s = 300;
+    r.max_output = 16 * 1024 * 1024;
+    const handout::RunResult run = handout::run_process(r);
+    if (!run.succeeded() || run.output_bytes > r.max_output) {
+      throw GraderError("ninja " + (args.empty() ? std::string() : args[0] + " " + args[1]) + " failed in " +
+                        dir.string() + " (" + run.describe() + "):\n" + handout::shorten(run.output, 3000, 0.5));
+    }
+    return run.output;
+  }
+
+  // The build steps of `outputs` (paths or target names of the build in `dir`).
+  std::map<std::string, NinjaEdge> ninja_query(const std::vector<std::string>& outputs, const fs::path& dir) const {
+    std::map<std::string, NinjaEdge> edges;
+    if (outputs.empty()) return edges;
+    std::vector<std::string> args = {"-t", "query"};
+    args.insert(args.end(), outputs.begin(), outputs.end());
+    std::istringstream in(ninja_tool(args, dir));
+    std::string line, current;
+    enum { kNone, kInputs, kOutputs } section = kNone;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      if (line[0] != ' ' && line.back() == ':') {
+        current = line.substr(0, line.size() - 1);
+        edges[current];
+        section = kNone;
+      } else if (line.rfind("  input: ", 0) == 0) {
+        edges[current].rule = line.substr(9);
+        section = kInputs;
+      } else if (line == "  outputs:") {
+        section = kOutputs;
+      } else if (line.rfind("    ", 0) == 0 && !current.empty()) {
+        std::string item = line.substr(4);
+        NinjaEdge& e = edges[current];
+        if (section == kOutputs) {
+          e.outputs.push_back(item);
+        } else if (section == kInputs && item.rfind("|| ", 0) != 0) {  // order-only inputs: not read
+          if (item.rfind("| ", 0) == 0) {
+            e.implicit_inputs.push_back(item.substr(2));
+          } else {
+            e.explicit_inputs.push_back(item);
+          }
+        }
+      }
+    }
+    return edges;
+  }
+
+  // The command the build system runs to make `output` (and nothing before it).
+  std::string ninja_command(const std::string& output) const {
+    std::istringstream in(ninja_tool({"-t", "commands", "-s", output}, build_dir));
+    std::string line, last;
+    while (std::getline(in, line)) {
+      if (!line.empty()) last = line;
+    }
+    if (last.empty()) throw GraderError("the build system gives no command for " + output);
+    return last;
+  }
+
+  // The builds whose objects a grading links: its own, the framework build, and the build that one
+  // reuses in turn.
+  std::vector<fs::path> build_roots() const {
+    std::vector<fs::path> roots = {build_dir};
+    if (!framework.empty()) {
+      roots.push_back(framework);
+      const std::string base = manifest_value("CLOCKWORK_PREBUILT_BASE");
+      std::error_code ec;
+      if (!base.empty()) roots.push_back(fs::weakly_canonical(base, ec));
+    }
+    return roots;
+  }
+
+  // Whether `object` (a path as the build system writes it: relative to the build folder, or
+  // absolute) was compiled from a source of the hidden tests: CMake puts the object of
+  // <dir>/<file> in <dir>/CMakeFiles/<target>.dir/<file>.o of the build (a .cu rewritten for the
+  // CPU backend, under cudasim-gen/, counts as that .cu). `root` is set to the build it lies in.
+  bool hidden_object(const std::string& object, const handout::Tree& tree, fs::path* root = nullptr) const {
+    if (object.size() < 2 || object.compare(object.size() - 2, 2, ".o") != 0) return false;
+    std::string rel;
+    fs::path in;
+    if (fs::path(object).is_relative()) {
+      rel = object;
+      in = build_dir;
+    } else {
+      for (const fs::path& r : build_roots()) {
+        const std::string prefix = r.string() + "/";
+        if (object.rfind(prefix, 0) == 0) {
+          rel = object.substr(prefix.size());
+          in = r;
+          break;
+        }
+      }
+    }
+    if (rel.empty()) return false;
+    const size_t at = rel.rfind("CMakeFiles/", std::string::npos);
+    if (at == std::string::npos || (at != 0 && rel[at - 1] != '/')) return false;
+    const std::string dir = rel.substr(0, at);
+    const size_t dot_dir = rel.find(".dir/", at);
+    if (dot_dir == std::string::npos) return false;
+    std::string source = replace_all(rel.substr(dot_dir + 5, rel.size() - 2 - (dot_dir + 5)), "__/", "../");
+    source = (fs::path(dir) / source).lexically_normal().generic_string();
+    if (const size_t gen = source.find("cudasim-gen/"); gen != std::string::npos) {
+      source = source.substr(gen + 12);
+      for (const char* suffix : {".check.cpp", ".cpp"}) {
+        const std::string s = suffix;
+        if (source.size() > s.size() && source.compare(source.size() - s.size(), s.size(), s) == 0) {
+          source.resize(source.size() - s.size());
+          break;
+        }
+      }
+    }
+    if (handout::is_known_good(source)) return false;  // known-good steps: linked by every grading, readable
+    const handout::TreeFile* f = tree.find(source);
+    if (!(f ? handout::is_instructor_only(f->path, f->content) : handout::is_instructor_only(source, ""))) return false;
+    if (root) *root = in;
+    return true;
+  }
+
+  // Makes an object of the hidden tests outside the grading build, and every program of its build
+  // that links it, unreadable to the student user (the owner, root, keeps its rights).
+  void shield_hidden_object(const fs::path& object, const fs::path& root) const {
+    auto keep_to_owner = [](const fs::path& path) {
+      struct stat st{};
+      if (lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) chmod(path.c_str(), st.st_mode & 0700);
+    };
+    keep_to_owner(object);
+    if (!fs::exists(root / "build.ninja")) return;
+    const std::string rel = object.lexically_relative(root).generic_string();
+    for (const auto& [name, edge] : ninja_query({rel}, root)) {
+      for (const std::string& out : edge.outputs) keep_to_owner(fs::path(out).is_relative() ? root / out : fs::path(out));
+    }
+  }
+
+  // Shields every object of the hidden tests in the builds a grading links from (the framework
+  // build and the one it reuses), and their programs there, whatever the rubric: the student user
+  // never needs them.
+  void shield_framework_hidden_objects(const handout::Tree& tree) const {
+    std::set<std::string> dirs;  // folders of the hidden tests' sources
+    for (const handout::TreeFile& f : tree.files) {
+      if (handout::is_instructor_only(f.path, f.content) && !handout::is_known_good(f.path)) {
+        dirs.insert(fs::path(f.path).parent_path().generic_string());
+      }
+    }
+    const std::vector<fs::path> roots = build_roots();
+    for (size_t r = 1; r < roots.size(); ++r) {
+      std::vector<std::string> objects;
+      for (const std::string& dir : dirs) {
+        std::error_code ec;
+        const fs::path cmake_files = roots[r] / dir / "CMakeFiles";
+        if (!fs::is_directory(cmake_files, ec)) continue;
+        for (auto it = fs::recursive_directory_iterator(cmake_files, ec); !ec && it != fs::recursive_directory_iterator();
+             it.increment(ec)) {
+          if (it->is_regular_file(ec) && hidden_object(it->path().string(), tree)) objects.push_back(it->path().string());
+        }
+      }
+      for (const std::string& o : objects) shield_hidden_object(o, roots[r]);
+    }
+  }
+
+  // Splits the build's targets into those the student user builds and the programs of the hidden
+  // tests, which the grader links (their link commands and inputs are taken now, while the build
+  // folder is the grader's). Returns what the student user builds: the other targets, and what
+  // the hidden programs link that the build makes (the libraries holding the submission).
+  std::vector<std::string> plan_hidden_programs(const std::vector<std::string>& targets, const handout::Tree& tree) {
+    hidden_programs.clear();
+    hidden_objects.clear();
+    if (!fs::exists(build_dir / "build.ninja")) {
+      if (opt.hidden) {
+        throw GraderError("grading the hidden tests needs the Ninja build system (package ninja-build): the grader "
+                          "links their programs itself, with the commands Ninja gives");
+      }
+      return targets;
+    }
+    // A target's name stands for the file it makes.
+    std::map<std::string, NinjaEdge> named = ninja_query(targets, build_dir);
+    std::vector<std::string> files;
+    for (const std::string& t : targets) {
+      const NinjaEdge& e = named[t];
+      files.push_back(e.rule == "phony" && e.explicit_inputs.size() == 1 ? e.explicit_inputs[0] : t);
+    }
+    std::map<std::string, NinjaEdge> edges = ninja_query(files, build_dir);
+    std::vector<std::string> student;
+    std::set<std::string> objects_here;
+    auto add_student = [&](const std::string& t) {
+      if (std::find(student.begin(), student.end(), t) == student.end()) student.push_back(t);
+    };
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const NinjaEdge& e = edges[files[i]];
+      const bool hidden = std::any_of(e.explicit_inputs.begin(), e.explicit_inputs.end(),
+                                      [&](const std::string& in) { return hidden_object(in, tree); });
+      if (!hidden) {
+        add_student(targets[i]);
+        continue;
+      }
+      HiddenProgram h;
+      h.target = targets[i];
+      h.output = files[i];
+      h.command = ninja_command(files[i]);
+      std::vector<std::string> inputs = e.explicit_inputs;
+      inputs.insert(inputs.end(), e.implicit_inputs.begin(), e.implicit_inputs.end());
+      for (const std::string& in : inputs) {
+        fs::path root;
+        if (hidden_object(in, tree, &root)) {
+          if (root == build_dir) {
+            objects_here.insert(fs::path(in).is_relative() ? in : fs::path(in).lexically_relative(build_dir).string());
+          } else {
+            shield_hidden_object(in, root);
+          }
+        } else if (fs::path(in).is_relative()) {
+          h.inputs.push_back(in);
+          add_student(in);
+        }
+      }
+      hidden_programs.push_back(std::move(h));
+    }
+    for (const std::string& o : objects_here) hidden_objects.push_back({o, ninja_command(o)});
+    // Left by an earlier grading: gone before the build folder is the student user's.
+    std::error_code ec;
+    for (const HiddenProgram& h : hidden_programs) fs::remove(build_dir / h.output, ec);
+    for (const HiddenObject& o : hidden_objects) fs::remove(build_dir / o.output, ec);
+    return student;
+  }
+
+  // Runs a command of the build system (from plan_hidden_programs) as the grader, in the build folder.
+  handout::RunResult run_build_command(const std::string& command, const fs::path& log) {
+    handout::RunOptions r;
+    r.argv = {"/bin/sh", "-c", command};
+    r.cwd = build_dir;
+    r.env = build_env;
+    r.env["LC_ALL"] = "C";  // the linker's messages quote names with ` and ', which link_failure reads
+    r.timeout_s = build_limit();
+    r.output_file = log;
+    r.max_output = 256 * 1024;
+    return handout::run_process(r);
+  }
+
+  // After the student build: compiles the hidden tests' objects that no framework build holds and
+  // links the hidden programs, as the grader. A program that does not link fails its items only.
+  void link_hidden_programs() {
+    for (const HiddenObject& o : hidden_objects) {
+      const fs::path log = reports_dir / "hidden-compile.log";
+      const handout::RunResult r = run_build_command(o.command, log);
+      if (!r.succeeded()) {
+        // The hidden tests compile from framework files only: the grader's problem. The log, which
+        // quotes their source, stays in the work folder.
+        std::cerr << "clockwork-grade: a hidden test did not compile:\n" << handout::read_file(log) << "\n";
+        throw GraderError("a hidden test of the framework does not compile (" + r.describe() + "; see " +
+                          log.string() + ")");
+      }
+      chmod((build_dir / o.output).c_str(), 0600);
+    }
+    for (HiddenProgram& h : hidden_programs) {
+      // What the link reads from the build folder must be what the build made there: files, not
+      // links to something else.
+      for (const std::string& in : h.inputs) {
+        const fs::path path = (build_dir / in).lexically_normal();
+        struct stat st{};
+        std::error_code ec;
+        if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || fs::canonical(path, ec) != path) {
+          h.failure = "The build did not make " + in + " as a plain file, so the hidden tests' program " + h.target +
+                      " was not linked and its tests did not run.";
+          break;
+        }
+        // Link-time-optimisation code would be compiled by the linker's plugin, as root: refused.
+        if (handout::read_file(path).find(".gnu.lto_") != std::string::npos) {
+          h.failure = in + " holds link-time-optimisation sections (.gnu.lto_*), which the grader does not link, so "
+                      "the hidden tests' program " + h.target + " was not linked and its tests did not run.";
+          break;
+        }
+      }
+      if (!h.failure.empty()) continue;
+      // In the reports folder, which only the grader reads: the linker names the hidden tests' functions.
+      const fs::path log = reports_dir / ("link-" + fs::path(h.output).filename().string() + ".log");
+      const handout::RunResult r = run_build_command(h.command, log);
+      const fs::path program = build_dir / h.output;
+      if (r.succeeded()) {
+        chmod(program.c_str(), 0711);
+        continue;
+      }
+      std::error_code ec;
+      fs::remove(program, ec);
+      h.failure = link_failure(handout::read_file(log), r);
+    }
+  }
+
+  // What a student is shown of a failed link of a hidden program: the functions it lacks, never
+  // the linker's lines about the hidden tests' objects.
+  std::string link_failure(const std::string& log, const handout::RunResult& run) const {
+    std::set<std::string> missing, doubled;
+    std::istringstream in(log);
+    std::string line;
+    auto symbol_after = [&](const std::string& l, const std::string& what) {
+      const size_t at = l.find(what);
+      if (at == std::string::npos) return std::string();
+      std::string s = l.substr(at + what.size());
+      s.erase(0, s.find_first_not_of("`'"));
+      const size_t end = s.find_last_of('\'');
+      return end == std::string::npos ? s : s.substr(0, end);
+    };
+    while (std::getline(in, line)) {
+      if (std::string s = symbol_after(line, "undefined reference to "); !s.empty()) missing.insert(s);
+      if (std::string s = symbol_after(line, "multiple definition of "); !s.empty()) doubled.insert(s);
+    }
+    std::ostringstream o;
+    o << "The hidden tests' program could not be linked with your code, so its tests did not run";
+    if (run.timed_out) o << " (the link ran out of time)";
+    o << ".\n";
+    auto list = [&](const std::set<std::string>& names, const char* what) {
+      if (names.empty()) return;
+      o << what << "\n";
+      size_t n = 0;
+      for (const std::string& s : names) {
+        if (++n > 10) {
+          o << "  and " << names.size() - 10 << " more\n";
+          break;
+        }
+        o << "  " << s << "\n";
+      }
+    };
+    list(missing, "Functions the hidden tests call that your code does not define (or defines with another signature):");
+    list(doubled, "Functions your code defines more than once, or that the framework already defines:");
+    o << "Check that your files keep the functions and signatures the handout gives (names, argument types, return "
+         "types).\n";
+    return o.str();
+  }
+
+  // Why the program `target` is missing, when it is a hidden program that could not be linked.
+  std::string hidden_link_failure(const std::string& target) const {
+    for (const HiddenProgram& h : hidden_programs) {
+      if (h.target == target) return h.failure;
+    }
+    return "";
   }
 
   // Configures the framework copy (always: cheap next to a build, and it follows any change of
@@ -907,12 +1279,14 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
   phase("framework up to date");
   p.configure();
   p.protect_secrets(framework, source);
+  p.shield_framework_hidden_objects(framework);
   phase(p.framework.empty() ? "configure" : "configure (reusing the framework's objects)");
   const std::vector<handout::CtestTest> ctests = handout::list_ctest_tests(opt.ctest, p.build_dir);
 
   // Each rubric test's binary: the ctest test of that name for this backend (kernel tests), or
   // of exactly that name (host tests); for an isolated item, of its binary's isolated variant.
   std::vector<std::string> test_of(p.rubric.tests.size()), checked_test_of(p.rubric.tests.size());
+  std::vector<std::string> target_of(p.rubric.tests.size()), checked_target_of(p.rubric.tests.size());
   std::vector<std::string> targets;
   std::set<std::string> missing_binaries;
   for (size_t i = 0; i < p.rubric.tests.size(); ++i) {
@@ -921,6 +1295,7 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
       auto it = std::find_if(ctests.begin(), ctests.end(), [&](const handout::CtestTest& c) { return c.name == name; });
       if (it == ctests.end()) continue;
       test_of[i] = name;
+      target_of[i] = it->target();
       if (std::find(targets.begin(), targets.end(), it->target()) == targets.end()) targets.push_back(it->target());
       break;
     }
@@ -929,6 +1304,7 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
     if (!checked.empty() && std::any_of(ctests.begin(), ctests.end(), [&](const handout::CtestTest& c) { return c.name == checked; })) {
       checked_test_of[i] = checked;
       const std::string target = t.program() + "_check";  // the program of <binary>.check
+      checked_target_of[i] = target;
       if (std::find(targets.begin(), targets.end(), target) == targets.end()) targets.push_back(target);
     }
   }
@@ -950,12 +1326,14 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
   auto progress = [&] {  // called with progress_mutex held, or before the test runs start
     if (opt.on_progress) opt.on_progress(make_results(p.rubric, outcomes, p.top.str(), elapsed()));
   };
+  // The hidden tests' programs are the grader's to link; the student user builds the rest.
+  const std::vector<std::string> student_targets = p.plan_hidden_programs(targets, framework);
   progress();
-  if (!targets.empty()) {
+  if (!student_targets.empty()) {
     std::string errors;
     bool ok = false;
     double seconds = 0;
-    p.build(targets, errors, ok, seconds);
+    p.build(student_targets, errors, ok, seconds);
     phase("build");
     if (!ok) {
       p.top << "\nThe build failed, so no test could run (score 0). The compiler said:\n\n" << p.clean(errors) << "\n";
@@ -963,6 +1341,10 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
                                  elapsed());
     }
     p.top << "Build: " << static_cast<long>(seconds + 0.5) << " s.\n";
+  }
+  if (!p.hidden_programs.empty()) {
+    p.link_hidden_programs();
+    phase("linking the hidden tests");
   }
   const auto expected = p.expected_cases(test_of);
   phase("listing the rubric's test cases");
@@ -1054,13 +1436,21 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
   auto run_one = [&](size_t i) {
     const RubricTest& t = p.rubric.tests[i];
     if (!binary_of[i]) {
+      if (const std::string why = p.hidden_link_failure(target_of[i]); !why.empty()) {
+        TestOutcome o;
+        o.output = p.clean(why);
+        return finish(i, std::move(o));
+      }
       finish(i, not_run("The framework has no test program '" + t.program() +
                         "' for this backend: the rubric and the framework disagree. Please tell the course staff."));
       return;
     }
     if (p.time_left() < kMinimumRun_s) return finish(i, out_of_time());
     TestOutcome o = run_test(i, binary_of[i], "");
-    if (o.passed && checked_binary_of[i]) {
+    if (const std::string why = p.hidden_link_failure(checked_target_of[i]); o.passed && !why.empty()) {
+      o.passed = false;
+      o.output = p.clean(why);
+    } else if (o.passed && checked_binary_of[i]) {
       if (p.time_left() < kMinimumRun_s) {
         o = out_of_time();
         o.output += " (its normal run passed; the checked run did not start)";

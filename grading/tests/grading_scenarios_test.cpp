@@ -785,6 +785,136 @@ TEST_F(Cheat, IncludesSolutionFiles) {
   EXPECT_GT(checked, 0u);
 }
 
+TEST_F(Cheat, ReadsHiddenObjects) {
+  // The hidden tests' objects in the framework build, which the grading links into the hidden
+  // programs. A submission looks for them, and for any readable file holding the hidden tests'
+  // code, in two ways. The student user never reads one: the grader links the hidden programs
+  // itself, after the student build, and leaves them executable but not readable.
+  const fs::path framework_build = fs::path(grade_).parent_path().parent_path();
+  const fs::path objects = framework_build / "grading/hidden/CMakeFiles/hidden_kernels_objs.dir";
+  const fs::path hidden_object = objects / "test_hidden_kernels.cpp.o";
+  ASSERT_TRUE(fs::exists(hidden_object)) << hidden_object;
+  // A name only the hidden tests' source holds (a test case of theirs), written backwards in the
+  // submission so that its own objects do not hold it.
+  const std::string needle = "GqaLayerWithEightQueryHeads";
+  ASSERT_NE(handout::read_file(source_ / "grading/hidden/test_hidden_kernels.cpp").find(needle), std::string::npos);
+  const std::string backwards(needle.rbegin(), needle.rend());
+  const fs::path hidden_rubric = work_ / "cheat-hidden-objects-rubric.json";
+  std::ofstream(hidden_rubric) << R"({"milestones": [{"milestone": 1, "tests": [
+      {"name": "hidden embedding", "binary": "hidden_kernels", "filter": "HiddenEmbedding.*", "points": 1,
+       "visibility": "after_due_date"}]}]})";
+  const std::vector<std::string> hidden = {"--hidden", "--hidden-rubric", hidden_rubric.string(), "--seed", "4242"};
+
+  // At run time: a correct embedding kernel whose static initialiser, in every program that links
+  // it (the hidden tests' included), opens the hidden objects and its own program, and reads every
+  // file of the build folder it runs from and of the framework build's hidden tests and programs,
+  // looking for the hidden tests' names. It finds nothing, and the grading scores the work: the
+  // embedding items, public and hidden, and not the matmul stub.
+  const std::string found = marker("hidden-objects");
+  fs::remove(found);
+  const fs::path sub = cheating_submission("cheat-hidden-objects", "");
+  fs::copy_file(source_ / "kernels/embedding.cu", sub / "kernels/embedding.cu", fs::copy_options::overwrite_existing);
+  std::ofstream(sub / "kernels/embedding.cu", std::ios::app) << R"CHEAT(
+#include <fcntl.h>
+#include <unistd.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+namespace {
+struct LookForHiddenTests {
+  LookForHiddenTests() {
+    try {
+      look();
+    } catch (const std::exception& e) {
+      std::ofstream(")CHEAT" + found + R"CHEAT(", std::ios::app) << "error: " << e.what() << "\n";
+    }
+  }
+  static void look() {
+    namespace fs = std::filesystem;
+    std::string needle = ")CHEAT" + backwards + R"CHEAT(";
+    std::reverse(needle.begin(), needle.end());
+    std::ofstream log(")CHEAT" + found + R"CHEAT(", std::ios::app);
+    const fs::path exe = fs::read_symlink("/proc/self/exe");
+    log << "run of " << exe.filename().string() << "\n";
+    auto holds = [&](const fs::path& path) {
+      std::ifstream in(path, std::ios::binary);
+      if (!in) return false;
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      return text.find(needle) != std::string::npos;
+    };
+    for (const std::string path : {std::string(")CHEAT" + hidden_object.string() + R"CHEAT("),
+                                   std::string(")CHEAT" + (objects / "seed_channel.cpp.o").string() + R"CHEAT("),
+                                   std::string("/proc/self/exe")}) {
+      const int fd = open(path.c_str(), O_RDONLY);
+      if (fd < 0) {
+        log << "denied " << path << ": " << std::strerror(errno) << "\n";
+        continue;
+      }
+      close(fd);
+      log << (holds(path) ? "FOUND in " : "opened ") << path << "\n";
+    }
+    size_t searched = 0;
+    for (const fs::path dir : {exe.parent_path().parent_path(),
+                               fs::path(")CHEAT" + (framework_build / "grading/hidden").string() + R"CHEAT("),
+                               fs::path(")CHEAT" + (framework_build / "bin").string() + R"CHEAT(")}) {
+      std::error_code ec;
+      for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
+           !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+        std::error_code fe;
+        if (it->is_symlink(fe) || !it->is_regular_file(fe) || it->file_size(fe) > (256u << 20)) continue;
+        // The framework build's programs: those of the hidden tests only (the others never held them).
+        if (dir.filename() == "bin" && it->path().filename().string().find("hidden") == std::string::npos) continue;
+        ++searched;
+        if (holds(it->path())) log << "FOUND in " << it->path().string() << "\n";
+      }
+    }
+    log << "searched " << searched << " files\n";
+  }
+} look_for_hidden_tests;
+}  // namespace
+)CHEAT";
+  // 2 points: the embedding items, public and hidden (1 each), and not matmul (2).
+  const json results = grade_cheat(sub, 2, hidden);
+  EXPECT_EQ(test_named(results, "hidden embedding")["status"], "passed") << results.dump(2);
+  EXPECT_EQ(test_named(results, "matmul")["status"], "failed") << results.dump(2);
+  ASSERT_TRUE(fs::exists(found)) << "the cheat never ran";
+  const std::string what = handout::read_file(found);
+  fs::remove(found);
+  EXPECT_EQ(what.find("FOUND"), std::string::npos) << what;
+  EXPECT_EQ(what.find("error: "), std::string::npos) << what;
+  EXPECT_EQ(what.find("opened " + hidden_object.string()), std::string::npos) << what;
+  EXPECT_NE(what.find("denied " + hidden_object.string() + ": Permission denied"), std::string::npos) << what;
+  // It ran in the hidden tests' program, which the student user may run and not read (its own
+  // /proc/self/exe included), and searched a build folder that holds files.
+  EXPECT_NE(what.find("run of hidden_kernels_sim"), std::string::npos) << what;
+  EXPECT_NE(what.find("denied /proc/self/exe: Permission denied"), std::string::npos) << what;
+  EXPECT_EQ(what.find("searched 0 files"), std::string::npos) << what;
+  // The grading left the hidden objects and programs readable to their owner alone.
+  for (const fs::path& path : {hidden_object, framework_build / "bin/hidden_kernels_sim",
+                               work_ / "grade/tree/build/bin/hidden_kernels_sim"}) {
+    struct stat st{};
+    ASSERT_EQ(stat(path.c_str(), &st), 0) << path;
+    EXPECT_EQ(st.st_uid, geteuid()) << path;
+    EXPECT_EQ(st.st_mode & 0044, 0u) << path << " is readable by others";
+  }
+
+  // At build time: the compiler, run as the student user, is asked for a hidden object by its path
+  // (the small one: a readable object of megabytes would take the compiler minutes to reject). The
+  // compiler stops at a file it may not read (GCC treats that as a fatal error even inside
+  // __has_include), so the build fails, and the output says why and shows nothing of the object.
+  const fs::path seed_object = objects / "seed_channel.cpp.o";
+  const fs::path at_build = cheating_submission("cheat-hidden-objects-build", "");
+  std::ofstream(at_build / "kernels/matmul.cu", std::ios::app) << "\n#include \"" << seed_object.string() << "\"\n";
+  const json built = grade_cheat(at_build, 0, hidden);
+  const std::string out = built["output"];
+  EXPECT_NE(out.find(seed_object.filename().string() + ": Permission denied"), std::string::npos) << out;
+  EXPECT_EQ(built.dump().find(needle), std::string::npos) << built.dump(2);
+}
+
 TEST_F(Cheat, FifoInSubmission) {
   // A FIFO where a student file should be, and another beside it: reading either would wait
   // forever. They are listed as ignored and the grading goes on.
