@@ -41,7 +41,9 @@ class MergeTable {
     int32_t id;
   };
   /// The id of the token holding the single byte `b`. Not `b` itself: Llama 3's vocabulary lists
-  /// the 256 bytes in the order of GPT-2's byte alphabet ('!' is token 0, 'A' token 32).
+  /// the 256 bytes in the order of GPT-2's byte alphabet ('!' is token 0, 'A' token 32). Treat ids
+  /// as opaque: for Gemma 3's tokenizer, which merges characters rather than bytes, the table
+  /// answers with working ids above the vocabulary that its first merges turn into characters.
   virtual int32_t byte_token(unsigned char b) const = 0;
   /// The merge of token `left` followed by token `right`, or std::nullopt if they never merge.
   virtual std::optional<Merge> merge(int32_t left, int32_t right) const = 0;
