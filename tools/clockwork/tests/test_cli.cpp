@@ -568,6 +568,81 @@ TEST(CliGemma, GenerateGivesTransformersGreedyTokens) {
             "");
 }
 
+// generate --prompt and --chat on Gemma 3: the transformers-written checkpoint, its vocabulary
+// grown to the test Gemma tokenizer's (the new embedding rows repeat the old ones) and that
+// tokenizer.json beside it. The prompt must go through Gemma's tokenizer and chat template: the
+// prompt length generate reports is that of the template's ids, and generating from those ids
+// by hand gives the same tokens.
+TEST(CliGemma, ChatPromptGoesThroughGemmasTokenizerAndTemplate) {
+  const fs::path fixture = fs::path(CLOCKWORK_TRANSFORMERS_FIXTURES) / "gemma3-local-global";
+  const fs::path tokenizer_json = fs::path(CLOCKWORK_GEMMA_TOKENIZER) / "tokenizer.json";
+  const clockwork::Tokenizer tokenizer = clockwork::Tokenizer::from_file(tokenizer_json);
+  TempDir dir("clockwork-cli-gemma-chat");
+  std::ifstream in(fixture / "config.json");
+  json config = json::parse(in);
+  ASSERT_TRUE(config.at("tie_word_embeddings").get<bool>()) << "the test grows one table only";
+  const int64_t old_vocab = config.at("vocab_size").get<int64_t>();
+  const int64_t vocab = tokenizer.vocab_size();
+  ASSERT_GT(vocab, old_vocab);
+  config["vocab_size"] = vocab;
+  std::ofstream(dir.path() / "config.json") << config.dump(1);
+  fs::copy_file(tokenizer_json, dir.path() / "tokenizer.json");
+  const clockwork::Checkpoint ckpt = clockwork::Checkpoint::open(fixture);
+  std::vector<clockwork::TensorData> tensors;
+  for (const std::string& name : ckpt.names()) {
+    const clockwork::TensorInfo& t = ckpt.get(name);
+    clockwork::TensorData copy;
+    copy.name = name;
+    copy.dtype = t.dtype;
+    copy.shape = t.shape;
+    copy.bytes.assign(t.data, t.data + t.nbytes);
+    if (name == "model.embed_tokens.weight") {
+      const size_t row = t.nbytes / static_cast<size_t>(old_vocab);
+      for (int64_t r = old_vocab; r < vocab; ++r) {
+        const size_t from = static_cast<size_t>(r % old_vocab) * row;
+        copy.bytes.insert(copy.bytes.end(), t.data + from, t.data + from + row);
+      }
+      copy.shape[0] = vocab;
+    }
+    tensors.push_back(std::move(copy));
+  }
+  clockwork::write_safetensors(dir.path() / "model.safetensors", tensors);
+
+  const std::string prompt = "Tell me the time, please.";
+  const std::string system = "You are a clock.";
+  const std::vector<int32_t> want_ids =
+      tokenizer.encode_chat({{"system", system}, {"user", prompt}});
+  ASSERT_EQ(want_ids.front(), tokenizer.bos_id());
+  const RunResult chat =
+      run_cli({"generate", "--model", dir.path().string(), "--prompt", prompt, "--chat",
+               "--system", system, "--max-new-tokens", "4", "--print-ids"});
+  if (model_backend_missing(chat)) GTEST_SKIP() << "no GPU for the CUDA build";
+  ASSERT_EQ(chat.code, 0) << chat.err << chat.out;
+  EXPECT_NE(chat.err.find("prompt: " + std::to_string(want_ids.size()) + " tokens (chat template)"),
+            std::string::npos)
+      << "Gemma's template gives " << want_ids.size() << " ids\n" << chat.err;
+  std::string ids_arg;
+  for (int32_t id : want_ids) ids_arg += (ids_arg.empty() ? "" : ",") + std::to_string(id);
+  const RunResult by_ids = run_cli({"generate", "--model", dir.path().string(), "--ids", ids_arg,
+                                    "--max-new-tokens", "4", "--print-ids"});
+  ASSERT_EQ(by_ids.code, 0) << by_ids.err << by_ids.out;
+  const size_t at = by_ids.out.find("ids:");
+  ASSERT_NE(at, std::string::npos) << by_ids.out;
+  const std::string tokens = by_ids.out.substr(at, by_ids.out.find('\n', at) - at);
+  EXPECT_NE(chat.out.find(tokens), std::string::npos)
+      << "--chat generated other tokens than its template's ids give\n" << chat.out << "\nvs\n"
+      << by_ids.out;
+
+  // A plain prompt starts with <bos>, as Gemma's tokenizer adds it.
+  const RunResult plain = run_cli({"generate", "--model", dir.path().string(), "--prompt", prompt,
+                                   "--max-new-tokens", "2"});
+  ASSERT_EQ(plain.code, 0) << plain.err << plain.out;
+  EXPECT_NE(plain.err.find("prompt: " + std::to_string(tokenizer.encode(prompt).size() + 1) +
+                           " tokens"),
+            std::string::npos)
+      << plain.err;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Bad input: one line, the right exit code, naming the problem
 // ---------------------------------------------------------------------------------------------
