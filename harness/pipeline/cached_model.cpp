@@ -236,27 +236,6 @@ struct CachedModel::Impl {
     capacity = cap;
   }
 
-  void check_id(int32_t id, size_t p, const char* who) const {
-    if (id < 0 || id >= config.vocab_size) {
-      throw std::invalid_argument(std::string(who) + ": token id " + std::to_string(id) +
-                                  " at position " + std::to_string(p) +
-                                  " is outside the vocabulary [0, " +
-                                  std::to_string(config.vocab_size) + ")");
-    }
-  }
-
-  void check_ids(const std::vector<int32_t>& tokens, const char* who) const {
-    if (tokens.empty())
-      throw std::invalid_argument(std::string(who) + ": ids is empty; give at least one token");
-    if (static_cast<int64_t>(tokens.size()) > config.max_position_embeddings) {
-      throw std::invalid_argument(std::string(who) + ": " + std::to_string(tokens.size()) +
-                                  " tokens exceed the context of " +
-                                  std::to_string(config.max_position_embeddings) +
-                                  " positions (max_position_embeddings)");
-    }
-    for (size_t p = 0; p < tokens.size(); ++p) check_id(tokens[p], p, who);
-  }
-
   RopeTablesView rope() const { return {rope_cos, rope_sin}; }
 
   // Embedding, the layers (each `layer(i)`), the output head, for s tokens already in `ids`.
@@ -333,7 +312,7 @@ struct CachedModel::Impl {
 
   std::vector<float> prefill(const std::vector<int32_t>& tokens, ForwardCapture* capture) {
     require_cache("CachedModel::prefill");
-    check_ids(tokens, "CachedModel::prefill");
+    check_token_ids(config, tokens, "CachedModel::prefill");
     const int s = static_cast<int>(tokens.size());
     cache->clear();
     cached.clear();
@@ -366,7 +345,7 @@ struct CachedModel::Impl {
     if (cached.empty()) {
       throw std::logic_error("CachedModel::decode: the cache is empty; prefill a prompt first");
     }
-    check_id(id, cached.size(), "CachedModel::decode");
+    check_token_id(config, id, cached.size(), "CachedModel::decode");
     const ModelConfig& c = config;
     const int d = static_cast<int>(c.hidden_size);
     const int pos = cache->extend(1);  // KvCacheFullError when full; nothing has changed then
@@ -463,7 +442,7 @@ struct CachedModel::Impl {
 
   std::vector<float> forward_uncached(const std::vector<int32_t>& tokens,
                                       ForwardCapture* capture) {
-    check_ids(tokens, "CachedModel::forward_uncached");
+    check_token_ids(config, tokens, "CachedModel::forward_uncached");
     const int s = static_cast<int>(tokens.size());
     const nvtx::Range range("forward s=", s);
     upload_ids(tokens);

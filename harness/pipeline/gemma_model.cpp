@@ -67,26 +67,6 @@ struct GemmaModel::Impl {
     return config.is_sliding(layer) ? local_cache->layer(j) : global_cache->layer(j);
   }
 
-  void check_ids(const std::vector<int32_t>& tokens, const char* who) const {
-    const ModelConfig& c = config;
-    if (tokens.empty()) throw std::invalid_argument(std::string(who) + ": ids is empty");
-    if (static_cast<int64_t>(tokens.size()) > c.max_position_embeddings) {
-      throw std::invalid_argument(std::string(who) + ": " + std::to_string(tokens.size()) +
-                                  " tokens, more than the context of " +
-                                  std::to_string(c.max_position_embeddings));
-    }
-    for (size_t p = 0; p < tokens.size(); ++p) check_id(tokens[p], p, who);
-  }
-
-  void check_id(int32_t id, size_t p, const char* who) const {
-    if (id < 0 || id >= config.vocab_size) {
-      throw std::invalid_argument(std::string(who) + ": token id " + std::to_string(id) +
-                                  " at position " + std::to_string(p) +
-                                  " is outside the vocabulary [0, " +
-                                  std::to_string(config.vocab_size) + ")");
-    }
-  }
-
   // The embedding (times sqrt(d)) of the s ids in `ids` into `out`, the layers (`layer(i)`),
   // then the final norm of `out`'s last row and the lm_head.
   template <class Layer>
@@ -285,7 +265,7 @@ GemmaModel GemmaModel::load(const std::filesystem::path& dir, const LoadProgress
 
 std::vector<float> GemmaModel::forward(const std::vector<int32_t>& tokens, ForwardCapture* capture) {
   Impl& m = *impl_;
-  m.check_ids(tokens, "GemmaModel::forward");
+  check_token_ids(m.config, tokens, "GemmaModel::forward");
   const int s = static_cast<int>(tokens.size());
   m.reserve(s);
   CUDA_CHECK(cudaMemcpy(m.ids, tokens.data(), tokens.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
@@ -384,7 +364,7 @@ const std::vector<int32_t>& GemmaModel::cached_ids() const { return impl_->cache
 std::vector<float> GemmaModel::prefill(const std::vector<int32_t>& tokens, ForwardCapture* capture) {
   Impl& m = *impl_;
   if (!has_cache()) throw std::logic_error("GemmaModel::prefill: no cache; call enable_cache first");
-  m.check_ids(tokens, "GemmaModel::prefill");
+  check_token_ids(m.config, tokens, "GemmaModel::prefill");
   m.cached.clear();
   const int s = static_cast<int>(tokens.size());
   if (s > m.max_positions) {
@@ -409,7 +389,7 @@ std::vector<float> GemmaModel::decode(int32_t token) {
   if (m.cached.empty()) {
     throw std::logic_error("GemmaModel::decode: the cache is empty; prefill a prompt first");
   }
-  m.check_id(token, m.cached.size(), "GemmaModel::decode");
+  check_token_id(m.config, token, m.cached.size(), "GemmaModel::decode");
   const int pos = static_cast<int>(m.cached.size());
   if (pos >= m.max_positions) {
     throw std::length_error("GemmaModel::decode: position " + std::to_string(pos) +

@@ -35,6 +35,28 @@ namespace {
 
 }  // namespace
 
+void check_token_id(const ModelConfig& config, int32_t id, size_t position, const char* who) {
+  if (id < 0 || id >= config.vocab_size) {
+    throw std::invalid_argument(std::string(who) + ": token id " + std::to_string(id) +
+                                " at position " + std::to_string(position) +
+                                " is outside the vocabulary [0, " +
+                                std::to_string(config.vocab_size) + ")");
+  }
+}
+
+void check_token_ids(const ModelConfig& config, const std::vector<int32_t>& ids, const char* who) {
+  if (ids.empty()) {
+    throw std::invalid_argument(std::string(who) + ": ids is empty; give at least one token");
+  }
+  if (static_cast<int64_t>(ids.size()) > config.max_position_embeddings) {
+    throw std::invalid_argument(std::string(who) + ": " + std::to_string(ids.size()) +
+                                " tokens exceed the context of " +
+                                std::to_string(config.max_position_embeddings) +
+                                " positions (max_position_embeddings)");
+  }
+  for (size_t p = 0; p < ids.size(); ++p) check_token_id(config, ids[p], p, who);
+}
+
 struct Model::Impl {
   ModelConfig config;
 
@@ -135,27 +157,9 @@ struct Model::Impl {
     capacity = cap;
   }
 
-  void check_ids(const std::vector<int32_t>& tokens) const {
-    if (tokens.empty())
-      throw std::invalid_argument("Model::forward: ids is empty; give at least one token");
-    if (static_cast<int64_t>(tokens.size()) > config.max_position_embeddings) {
-      throw std::invalid_argument(
-          "Model::forward: " + std::to_string(tokens.size()) + " tokens exceed the context of " +
-          std::to_string(config.max_position_embeddings) + " positions (max_position_embeddings)");
-    }
-    for (size_t p = 0; p < tokens.size(); ++p) {
-      if (tokens[p] < 0 || tokens[p] >= config.vocab_size) {
-        throw std::invalid_argument("Model::forward: token id " + std::to_string(tokens[p]) +
-                                    " at position " + std::to_string(p) +
-                                    " is outside the vocabulary [0, " +
-                                    std::to_string(config.vocab_size) + ")");
-      }
-    }
-  }
-
   // The whole forward pass; the logits stay on the device (in `logits`).
   void run(const std::vector<int32_t>& tokens, ForwardCapture* capture) {
-    check_ids(tokens);
+    check_token_ids(config, tokens, "Model::forward");
     const ModelConfig& c = config;
     const int s = static_cast<int>(tokens.size());
     const int d = static_cast<int>(c.hidden_size);

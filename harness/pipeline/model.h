@@ -21,6 +21,15 @@ struct ForwardCapture {
   std::vector<float> final_norm_last;             ///< [d]: RMSNorm(model.norm) of the last row
 };
 
+/// Throws std::invalid_argument("<who>: token id ... at position p is outside the vocabulary")
+/// unless 0 <= id < config.vocab_size. The pipelines check every id before it reaches the
+/// embedding kernel, which would read outside the table.
+void check_token_id(const ModelConfig& config, int32_t id, size_t position, const char* who);
+
+/// Throws std::invalid_argument naming `who` when `ids` is empty, longer than the context
+/// (max_position_embeddings), or holds an id outside the vocabulary.
+void check_token_ids(const ModelConfig& config, const std::vector<int32_t>& ids, const char* who);
+
 /// Llama model with bf16 weights on the device and fp32 activations, run by the student kernels.
 class Model {
  public:
