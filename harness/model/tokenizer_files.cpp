@@ -418,6 +418,35 @@ std::string piece_bytes(const std::string& piece) {
   return out;
 }
 
+
+// One entry of added_tokens: its path for errors, its text, its id (checked < total) and its
+// "special" flag (false when absent).
+struct AddedToken {
+  std::string path, text;
+  int32_t id = 0;
+  bool special = false;
+};
+
+AddedToken read_added_token(const JsonReader& reader, const json& entry, size_t index,
+                            size_t total) {
+  AddedToken token;
+  token.path = "added_tokens[" + std::to_string(index) + "]";
+  if (!entry.is_object()) reader.fail(token.path, "expected an object");
+  const json& content = reader.member(entry, token.path, "content");
+  if (!content.is_string() || content.get<std::string>().empty()) {
+    reader.fail(token.path + ".content", "expected a non-empty string");
+  }
+  token.text = content.get<std::string>();
+  token.id = reader.id(reader.member(entry, token.path, "id"), token.path + ".id", total);
+  auto special = entry.find("special");
+  if (special != entry.end() && !special->is_boolean()) {
+    reader.fail(token.path + ".special",
+                "expected true or false, found " + json_short_text(*special));
+  }
+  token.special = special != entry.end() && *special == true;
+  return token;
+}
+
 Tokenizer read_sentencepiece_json(const JsonReader& reader, const json& root, const json& model,
                                   const json& vocab, const json& added, std::string_view origin) {
   check_sentencepiece_steps(reader, root, model);
@@ -460,30 +489,24 @@ Tokenizer read_sentencepiece_json(const JsonReader& reader, const json& root, co
 
   std::vector<bool> added_seen(total, false);
   for (size_t i = 0; i < added.size(); ++i) {
-    const std::string path = "added_tokens[" + std::to_string(i) + "]";
-    if (!added[i].is_object()) reader.fail(path, "expected an object");
-    const json& content = reader.member(added[i], path, "content");
-    if (!content.is_string() || content.get<std::string>().empty()) {
-      reader.fail(path + ".content", "expected a non-empty string");
+    const AddedToken token = read_added_token(reader, added[i], i, total);
+    const int32_t id = token.id;
+    if (added_seen[id]) {
+      reader.fail(token.path + ".id", "id " + std::to_string(id) + " is used twice");
     }
-    const std::string text = content.get<std::string>();
-    const int32_t id = reader.id(reader.member(added[i], path, "id"), path + ".id", total);
-    if (added_seen[id]) reader.fail(path + ".id", "id " + std::to_string(id) + " is used twice");
     added_seen[id] = true;
     if (static_cast<size_t>(id) < base) {
-      if (impl->pieces[id] != text) {
-        reader.fail(path, "id " + std::to_string(id) + " is " + json_quoted(impl->pieces[id]) +
-                              " in model.vocab but the added token is " + json_quoted(text));
+      if (impl->pieces[id] != token.text) {
+        reader.fail(token.path, "id " + std::to_string(id) + " is " +
+                                    json_quoted(impl->pieces[id]) +
+                                    " in model.vocab but the added token is " +
+                                    json_quoted(token.text));
       }
     } else {
       seen[id] = true;
     }
-    auto special = added[i].find("special");
-    if (special != added[i].end() && !special->is_boolean()) {
-      reader.fail(path + ".special", "expected true or false, found " + json_short_text(*special));
-    }
-    impl->special[id] = special != added[i].end() && *special == true;
-    impl->tokens[id] = text;  // matched as written, and decoded as written
+    impl->special[id] = token.special;
+    impl->tokens[id] = token.text;  // matched as written, and decoded as written
     impl->added.push_back(id);
   }
   if (auto gap = std::find(seen.begin(), seen.end(), false); gap != seen.end()) {
@@ -548,22 +571,18 @@ Tokenizer Tokenizer::from_tokenizer_json_text(std::string_view text, std::string
   }
 
   for (size_t i = 0; i < added.size(); ++i) {
-    const std::string path = "added_tokens[" + std::to_string(i) + "]";
-    if (!added[i].is_object()) reader.fail(path, "expected an object");
-    const json& content = reader.member(added[i], path, "content");
-    if (!content.is_string() || content.get<std::string>().empty()) {
-      reader.fail(path + ".content", "expected a non-empty string");
+    const AddedToken token = read_added_token(reader, added[i], i, total);
+    if (static_cast<size_t>(token.id) < base) {
+      reader.fail(token.path + ".id", "id " + std::to_string(token.id) +
+                                          " is inside model.vocab; added tokens must follow it");
     }
-    const int32_t id = reader.id(reader.member(added[i], path, "id"), path + ".id", total);
-    if (static_cast<size_t>(id) < base) {
-      reader.fail(path + ".id", "id " + std::to_string(id) +
-                                    " is inside model.vocab; added tokens must follow it");
+    if (seen[token.id]) {
+      reader.fail(token.path + ".id", "id " + std::to_string(token.id) + " is used twice");
     }
-    if (seen[id]) reader.fail(path + ".id", "id " + std::to_string(id) + " is used twice");
-    seen[id] = true;
+    seen[token.id] = true;
     // Every added token is treated as a special token: matched literally when encode() allows
     // special tokens (Llama 3's are all marked "special": true).
-    impl->tokens[id] = content.get<std::string>();
+    impl->tokens[token.id] = token.text;
   }
   // With `total` slots, unique in-range ids and `total` entries, every id is taken; kept as a
   // check in case that reasoning ever changes.
