@@ -548,7 +548,10 @@ unsigned release_warp(Worker& w, unsigned wi, unsigned n, bool end_of_pass) {
       fatal(kernel_str(w) + ", warp " + std::to_string(base / 32) +
             ": lanes of one warp meet at different warp-synchronous calls:\n  " + thread_str(a) +
             " is at " + site_str(a) + "\n  " + thread_str(b) + " is at " + site_str(b) +
-            "\n  Every lane named in the mask must execute the same shuffle or vote.");
+            (is_wmma(a) || is_wmma(b)
+                 ? "\n  The wmma load, store and mma functions are warp-collective: every lane of the warp must "
+                   "make the same call, at the same line."
+                 : "\n  Every lane named in the mask must execute the same shuffle or vote."));
     }
   }
   for (unsigned m = ready; m; m &= m - 1) {

@@ -161,6 +161,19 @@ __global__ void half_warp_tile(const __half* a, float* d) {
 #endif
 }
 
+constexpr unsigned kLowerLoadLine = __LINE__ + 5, kUpperLoadLine = __LINE__ + 7;
+__global__ void split_warp_tile(const __half* a, float* d) {
+#if WMMA_TARGET_OK
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+  if (threadIdx.x < 16) {
+    wmma::load_matrix_sync(fa, a, 16);
+  } else {
+    wmma::load_matrix_sync(fa, a + 256, 16);  // the two halves load different tiles
+  }
+  d[threadIdx.x] = __half2float(fa.x[0]);
+#endif
+}
+
 constexpr unsigned kSmallBlockLine = __LINE__ + 5;
 __global__ void small_block_tile(float* d) {
 #if WMMA_TARGET_OK
@@ -430,7 +443,7 @@ TEST_F(WmmaTest, TileHandedOverThroughSharedMemoryAfterABarrier) {
   tile_handover<true><<<1, 64>>>(dc, dd);
   CHECK(cudaGetLastError());
   const std::vector<float> got = download(dd, 256);
-  for (int i = 0; i < 256; ++i) ASSERT_EQ(got[i], c[i] + 1.f) << i;  // one exact-enough float addition each
+  for (int i = 0; i < 256; ++i) ASSERT_EQ(got[i], c[i] + 1.f) << i;  // the same float addition as here
   cudaFree(dc);
   cudaFree(dd);
 }
@@ -463,6 +476,7 @@ class WmmaChecked : public WmmaDiagnostics {
  protected:
   void SetUp() override {
     WmmaDiagnostics::SetUp();
+    if (IsSkipped()) return;
     if (!checked()) GTEST_SKIP() << "needs the checked build (cudasim_wmma_test_check, CUDASIM_CHECK=all)";
   }
 };
@@ -494,6 +508,15 @@ TEST_F(WmmaDiagnostics, CallByHalfAWarp) {
               "kernel 'half_warp_tile'.*warp [01]: wmma::load_matrix_sync \\(matrix_a\\) at .*" + at(kHalfWarpLine) +
                   " is reached by thread \\([0-9]+,0,0\\), but lane (1[6-9]|2[0-9]|3[01]) .*has already exited.*"
                   "warp-collective");
+}
+
+TEST_F(WmmaDiagnostics, HalvesOfAWarpAtDifferentCalls) {
+  auto run = [&] { split_warp_tile<<<1, 32>>>(half_buf, float_buf); cudaDeviceSynchronize(); };
+  const std::string lines = "(" + std::to_string(kLowerLoadLine) + "|" + std::to_string(kUpperLoadLine) + ")";
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
+              "kernel 'split_warp_tile'.*warp 0: lanes of one warp meet at different warp-synchronous calls.*"
+              "wmma::load_matrix_sync \\(matrix_a\\) at .*wmma_test.cu:" + lines +
+                  ".*wmma::load_matrix_sync \\(matrix_a\\) at .*wmma_test.cu:" + lines);
 }
 
 TEST_F(WmmaDiagnostics, BlockSmallerThanAWarp) {
