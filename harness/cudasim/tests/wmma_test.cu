@@ -204,11 +204,11 @@ __global__ void tile_handover(const float* c, float* d) {
 #endif
 }
 
-constexpr unsigned kUninitLine = __LINE__ + 4;
-__global__ void load_unwritten(const __nv_bfloat16* a, float* d) {
+constexpr unsigned kLoadTileLine = __LINE__ + 4;
+__global__ void load_tile(const __nv_bfloat16* a, unsigned ldm, float* d) {
 #if WMMA_TARGET_OK
   wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
-  wmma::load_matrix_sync(fa, a, 16);
+  wmma::load_matrix_sync(fa, a, ldm);
   d[threadIdx.x] = __bfloat162float(fa.x[0]);
 #endif
 }
@@ -539,8 +539,18 @@ TEST_F(WmmaChecked, TileHandedOverWithoutABarrierIsARace) {
 TEST_F(WmmaChecked, LoadOfMemoryNothingWrote) {
   __nv_bfloat16* a = nullptr;
   ASSERT_EQ(cudaMalloc(&a, 256 * sizeof(__nv_bfloat16)), cudaSuccess);
-  auto run = [&] { load_unwritten<<<1, 32>>>(a, float_buf); cudaDeviceSynchronize(); };
+  auto run = [&] { load_tile<<<1, 32>>>(a, 16, float_buf); cudaDeviceSynchronize(); };
   EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
-              "kernel 'load_unwritten'.*uninitialised read of 2 bytes at .*" + at(kUninitLine));
+              "kernel 'load_tile'.*uninitialised read of 2 bytes at .*" + at(kLoadTileLine));
+  cudaFree(a);
+}
+
+TEST_F(WmmaChecked, LoadPastTheEndOfABuffer) {
+  // A 16 x 16 tile read with ldm = 32 from a buffer of 256 elements: rows 8 to 15 lie past its end.
+  __nv_bfloat16* a = upload(random_values<__nv_bfloat16>(256, 50));
+  auto run = [&] { load_tile<<<1, 32>>>(a, 32, float_buf); cudaDeviceSynchronize(); };
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
+              "kernel 'load_tile'.*thread \\([0-9]+,0,0\\): out-of-bounds read of 2 bytes at .*" + at(kLoadTileLine) +
+                  ".*element (2[5-9][0-9]|[3-4][0-9][0-9]|50[0-9]) of the 512-byte buffer");
   cudaFree(a);
 }

@@ -164,7 +164,6 @@ CUDASIM_WMMA_INLINE void check_pointer_and_ldm(const char* what, const void* p, 
 }
 
 // Element (r, c) of a matrix at p with leading dimension ldm.
-template <class T>
 CUDASIM_WMMA_INLINE size_t offset(unsigned r, unsigned c, unsigned ldm, bool row_major_memory) {
   return row_major_memory ? static_cast<size_t>(r) * ldm + c : static_cast<size_t>(c) * ldm + r;
 }
@@ -176,7 +175,7 @@ CUDASIM_WMMA_INLINE void load(frag_base<T, size>& f, const T* p, unsigned ldm, b
   const unsigned lane = cudasim::detail::lane_id();
   for (int s = 0; s < per; ++s) {
     const unsigned e = static_cast<unsigned>(s) * 32 + lane;
-    f.x[s] = p[offset<T>(e / C, e % C, ldm, row_major_memory)];
+    f.x[s] = p[offset(e / C, e % C, ldm, row_major_memory)];
   }
   for (int s = per; s < size; ++s) f.x[s] = f.x[s % per];
 }
@@ -187,7 +186,7 @@ CUDASIM_WMMA_INLINE void store(T* p, const frag_base<T, size>& f, unsigned ldm, 
   const unsigned lane = cudasim::detail::lane_id();
   for (int s = 0; s < per; ++s) {
     const unsigned e = static_cast<unsigned>(s) * 32 + lane;
-    p[offset<T>(e / C, e % C, ldm, row_major_memory)] = f.x[s];
+    p[offset(e / C, e % C, ldm, row_major_memory)] = f.x[s];
   }
 }
 }  // namespace detail
