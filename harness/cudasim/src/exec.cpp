@@ -34,6 +34,7 @@
 #include "check.h"
 #include "profile.h"
 #include "cudasim/cudasim.h"
+#include "cudasim/wmma.h"
 #include "runtime_internal.h"
 #include "symbolize.h"
 
@@ -421,8 +422,17 @@ bool same_site(const Lane& a, const Lane& b) {
   return a.line == b.line && a.what == b.what && (a.file == b.file || std::strcmp(a.file, b.file) == 0);
 }
 
+bool is_wmma(const Lane& l) { return std::strncmp(l.what, "wmma::", 6) == 0; }
+
 [[noreturn]] void report_exited_lane(Worker& w, const Lane& l, unsigned base, unsigned gone) {
   std::ostringstream m;
+  if (is_wmma(l)) {
+    m << kernel_str(w) << ", warp " << base / 32 << ": " << site_str(l) << " is reached by " << thread_str(l)
+      << ", but lane " << gone << " (" << thread_str(w.lanes[base + gone]) << ") has already exited.\n  The wmma "
+      << "load, store and mma functions are warp-collective: every lane of the warp must call them, at the same "
+      << "line. A call inside a branch that only part of the warp takes is undefined on a GPU.";
+    fatal(m.str());
+  }
   m << kernel_str(w) << ", " << thread_str(l) << ": " << site_str(l) << " uses mask 0x" << std::hex << l.mask
     << std::dec << ", which names lane " << gone << " (" << thread_str(w.lanes[base + gone])
     << "), but that thread has already exited.\n  Every lane named in the mask must reach the same "
@@ -535,9 +545,13 @@ unsigned release_warp(Worker& w, unsigned wi, unsigned n, bool end_of_pass) {
     for (unsigned g = a.mask & exist; g; g &= g - 1) {
       const Lane& b = w.lanes[base + static_cast<unsigned>(__builtin_ctz(g))];
       if (same_site(a, b)) continue;
-      fatal(kernel_str(w) + ": lanes of one warp meet at different warp-synchronous calls:\n  " + thread_str(a) +
+      fatal(kernel_str(w) + ", warp " + std::to_string(base / 32) +
+            ": lanes of one warp meet at different warp-synchronous calls:\n  " + thread_str(a) +
             " is at " + site_str(a) + "\n  " + thread_str(b) + " is at " + site_str(b) +
-            "\n  Every lane named in the mask must execute the same shuffle or vote.");
+            (is_wmma(a) || is_wmma(b)
+                 ? "\n  The wmma load, store and mma functions are warp-collective: every lane of the warp must "
+                   "make the same call, at the same line."
+                 : "\n  Every lane named in the mask must execute the same shuffle or vote."));
     }
   }
   for (unsigned m = ready; m; m &= m - 1) {
@@ -822,6 +836,84 @@ uint64_t warp_sync(WarpOp op, unsigned mask, int pred, uint64_t value, unsigned 
   }
   suspend(w, me);
   return l.result;
+}
+
+// ---- warp matrix functions (cudasim/wmma.h) -----------------------------------------------------
+
+namespace {
+// Each lane's mma_sync operands while its warp meets, by linear thread index (a block runs on one
+// OS thread).
+thread_local const WmmaOperands* t_wmma_operands[kMaxThreadsPerBlock];
+
+// Lanes of warp `wi` that the block has.
+unsigned warp_width(const Worker& w, unsigned wi) { return std::min(32u, w.block.nthreads - wi * 32); }
+
+void wmma_whole_warp(Worker& w, const Lane& l, const char* what, const std::source_location& where) {
+  const unsigned wi = l.linear / 32, width = warp_width(w, wi);
+  if (width == 32) return;
+  fatal(kernel_str(w) + ", warp " + std::to_string(wi) + ", " + thread_str(l) + ": " + what + " at " +
+        where.file_name() + ":" + std::to_string(where.line()) + " needs a whole warp of 32 threads, but this warp " +
+        "has " + std::to_string(width) + " (the block has " + std::to_string(w.block.nthreads) +
+        " threads).\n  Launch blocks whose size is a multiple of 32.");
+}
+
+float wmma_get(WmmaType t, const void* x, unsigned slot) {
+  switch (t) {
+    case WmmaType::Half:
+      return __half2float(static_cast<const __half*>(x)[slot]);
+    case WmmaType::BFloat16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(x)[slot]);
+    case WmmaType::Float:
+      break;
+  }
+  return static_cast<const float*>(x)[slot];
+}
+}  // namespace
+
+void wmma_meet(const char* what, const std::source_location& where) {
+  check::RuntimeCode runtime;
+  Lane& l = *tl_lane;
+  wmma_whole_warp(*tl_worker, l, what, where);
+  warp_sync(WarpOp::Shuffle, ~0u, 0, 0, l.linear & 31u, what, where);
+}
+
+void wmma_mma(const WmmaShape& s, const WmmaOperands& mine, const char* what, const std::source_location& where) {
+  check::RuntimeCode runtime;
+  Lane& l = *tl_lane;
+  Worker& w = *tl_worker;
+  wmma_whole_warp(w, l, what, where);
+  const unsigned me = l.linear, lane = me & 31u, base = me - lane;
+  t_wmma_operands[me] = &mine;
+  warp_sync(WarpOp::Shuffle, ~0u, 0, 0, lane, what, where);
+  // Every lane's operands are known now. This lane's elements of D: element e of the m x n
+  // matrix is in slot e / 32 of lane e % 32 (the mapping of cudasim/wmma.h); A is m x k and B is
+  // k x n, numbered the same way, and their first copy is read.
+  const WmmaOperands* const* ops = t_wmma_operands + base;
+  for (unsigned slot = 0; slot < s.m * s.n / 32; ++slot) {
+    const unsigned e = slot * 32 + lane, i = e / s.n, j = e % s.n;
+    float acc = wmma_get(s.c, mine.c, slot);
+    for (unsigned kk = 0; kk < s.k; ++kk) {
+      const unsigned ea = i * s.k + kk, eb = kk * s.n + j;
+      // Exact: the product of two 16-bit floats fits in a float's 24-bit significand.
+      const float p = wmma_get(s.ab, ops[ea % 32]->a, ea / 32) * wmma_get(s.ab, ops[eb % 32]->b, eb / 32);
+      acc += p;
+    }
+    if (s.d == WmmaType::Half) {
+      static_cast<__half*>(mine.d)[slot] = __float2half_rn(acc);
+    } else {
+      static_cast<float*>(mine.d)[slot] = acc;
+    }
+  }
+  // No lane may change its A or B (they are read by the others) before every lane is done.
+  warp_sync(WarpOp::Shuffle, ~0u, 0, 0, lane, what, where);
+}
+
+void wmma_refuse(const char* what, const std::source_location& where, const char* problem) {
+  check::RuntimeCode runtime;
+  const Lane& l = *tl_lane;
+  Worker& w = *tl_worker;
+  fatal(kernel_str(w) + ", warp " + std::to_string(l.linear / 32) + ", " + thread_str(l) + ": " + what + " at " +
+        where.file_name() + ":" + std::to_string(where.line()) + ": " + problem);
 }
 
 void* shared_alloc(size_t bytes, size_t align, size_t elem_bytes, const char* name, const std::source_location& where) {
