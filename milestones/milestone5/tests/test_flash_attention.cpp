@@ -281,7 +281,7 @@ TEST(FlashAttentionPitfalls, TiledReferenceWithoutMistakeIsTheReference) {
 
 // Each mistake, made with this kernel's tile on ordinary and on large scores, is named.
 TEST(FlashAttentionPitfalls, EachMistakeIsNamed) {
-  const Case c{40, 4, 2, 16, "three key tiles of 16"};
+  const Case c{40, 4, 2, 16, "40 positions: several key tiles"};
   const std::string tile = "_" + std::to_string(kTile);
   for (bool large : {false, true}) {
     SCOPED_TRACE(large ? "scores ~1e3" : "scores ~1");
@@ -306,7 +306,7 @@ TEST(FlashAttentionPitfalls, EachMistakeIsNamed) {
 
 // The skipped diagonal leaves the first query tile with no key at all: NaN, as the kernel gives.
 TEST(FlashAttentionPitfalls, SkippedDiagonalLeavesTheFirstTileEmpty) {
-  const Case c{20, 2, 1, 8, ""};
+  const Case c{kTile + 4, 2, 1, 8, "a tile plus four"};
   const Tensors t = tensors(c, random_inputs(c));
   const torch::Tensor o = ref::wrong::attention_online_tiled(t.q, t.k, t.v, c.h, c.h_k, kTile,
                                                               Mistake::kDiagonalTileSkipped);
