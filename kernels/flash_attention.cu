@@ -53,6 +53,7 @@ namespace {
 constexpr int kTile = kFlashAttentionTile;  // query rows and key positions per tile
 constexpr int kSmallTile = kTile / 2;       // when a tile of kTile does not fit
 constexpr int kRowsPerThread = 4;           // rows of S and of acc that one thread owns
+constexpr int kPad = 4;  // floats of padding per row of Kᵀ: see the K tile's load
 constexpr int kMaxThreads = 512;            // at most 128 registers each: 64 K per block
 constexpr int kMaxHeadDim = 256;
 constexpr size_t kDefaultSharedBytes = 48 * 1024;  // without opting in
@@ -66,7 +67,7 @@ struct Config {
   int threads(int group) const { return group * tile / kRowsPerThread * lanes; }
   size_t shared_floats(int group) const {
     const size_t rows = static_cast<size_t>(group) * tile, h = padded_dim();
-    return rows * h + static_cast<size_t>(tile) * h + static_cast<size_t>(tile) * rows;
+    return rows * h + static_cast<size_t>(tile + kPad) * h + rows * tile;
   }
 };
 
@@ -134,6 +135,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   constexpr int kKeys = Tile / Lanes;  // score columns per thread
   constexpr int kR = kRowsPerThread;
   constexpr int H = Lanes * Dims;  // h_d rounded up
+  constexpr int kKStride = Tile + kPad;
   const int h_d = head_dim, group = n_heads / n_kv_heads, rows = group * Tile;
   // The last query tiles have the most key tiles: start them first, so that the short ones
   // fill the gaps at the end instead of a long one running alone.
@@ -141,17 +143,20 @@ __global__ void __launch_bounds__(kMaxThreads)
   const size_t q_width = static_cast<size_t>(n_heads) * h_d;
   const size_t kv_width = static_cast<size_t>(n_kv_heads) * h_d;
 
-  float* q_s = smem;          // Qᵀ [H, rows]
-  float* tile = q_s + H * rows;  // Kᵀ [H, Tile], then V [Tile, H]
-  float* p_s = tile + H * Tile;  // Pᵀ [Tile, rows]
+  float* q_s = smem;                 // Qᵀ [H, rows]
+  float* tile = q_s + H * rows;         // Kᵀ [H, Tile + kPad], then V [Tile, H]
+  float* p_s = tile + H * kKStride;     // Pᵀ [Tile, rows], row quads swizzled
 
   const int tid = threadIdx.x, threads = blockDim.x;
-  const int lane = tid % Lanes, row0 = tid / Lanes * kR;  // the thread's first row
+  const int lane = tid % Lanes, quad = tid / Lanes, row0 = quad * kR;  // its first row
+  // Pᵀ's row quads are swizzled by up to 8 (4 where rows / 4 is not a multiple of 8).
+  const int swizzle = (rows / kR) % 8 == 0 ? 7 : 3;
   const int r0 = row0 % Tile;                             // its position in the query tile
   const int key0 = lane * kKeys;                          // its first key in a tile
 
+  // Two lanes per row read its first 32 bytes, the next two lanes the next row...: whole sectors.
   for (int idx = tid; idx < rows * (H / 4); idx += threads) {
-    const int row = idx % rows, e = idx / rows * 4;
+    const int row = idx / 2 % rows, e = (idx % 2 + idx / (2 * rows) * 2) * 4;
     const int p = q0 + row % Tile, head = g * group + row / Tile;
     const float4 x = p < s ? load4(q + p * q_width + static_cast<size_t>(head) * h_d, e, h_d, vec)
                            : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -171,15 +176,17 @@ __global__ void __launch_bounds__(kMaxThreads)
 
   for (int u = 0; u <= t; ++u) {
     const int k0 = u * Tile;
+    // Read as Q above; the rows of Kᵀ are kKStride = Tile + 4 floats apart, so that the two
+    // lanes of a key (4 dims apart) write to banks 16 apart: no bank conflicts.
     for (int idx = tid; idx < Tile * (H / 4); idx += threads) {
-      const int c = idx % Tile, e = idx / Tile * 4;
+      const int c = idx / 2 % Tile, e = (idx % 2 + idx / (2 * Tile) * 2) * 4;
       const float4 x = k0 + c < s ? load4(k + (k0 + c) * kv_width + static_cast<size_t>(g) * h_d,
                                           e, h_d, vec)
                                   : make_float4(0.f, 0.f, 0.f, 0.f);
-      tile[(e + 0) * Tile + c] = x.x;
-      tile[(e + 1) * Tile + c] = x.y;
-      tile[(e + 2) * Tile + c] = x.z;
-      tile[(e + 3) * Tile + c] = x.w;
+      tile[(e + 0) * kKStride + c] = x.x;
+      tile[(e + 1) * kKStride + c] = x.y;
+      tile[(e + 2) * kKStride + c] = x.z;
+      tile[(e + 3) * kKStride + c] = x.w;
     }
     __syncthreads();
 
@@ -194,7 +201,7 @@ __global__ void __launch_bounds__(kMaxThreads)
       const float4 qv = *reinterpret_cast<const float4*>(q_s + e * rows + row0);
       const float qr[kR] = {qv.x, qv.y, qv.z, qv.w};
       float kr[kKeys];
-      const float* kp = tile + e * Tile + key0;
+      const float* kp = tile + e * kKStride + key0;
       if constexpr (kKeys % 4 == 0) {
 #pragma unroll
         for (int c = 0; c < kKeys; c += 4) {
@@ -264,20 +271,25 @@ __global__ void __launch_bounds__(kMaxThreads)
 #pragma unroll
       for (int d = 0; d < Dims; ++d) acc[r][d] *= rescale[r];
     }
+    // Pᵀ, one float4 (the 4 rows) per key. The 8 lanes of a quarter warp write keys whose rows of
+    // Pᵀ start in the same bank; swizzling the row quad by the key's lane spreads them over all
+    // 32 banks (the readers undo it).
 #pragma unroll
     for (int c = 0; c < kKeys; ++c) {
-      *reinterpret_cast<float4*>(p_s + (key0 + c) * rows + row0) =
+      *reinterpret_cast<float4*>(p_s + (key0 + c) * rows + ((quad ^ (lane & swizzle)) * kR)) =
           make_float4(score[0][c], score[1][c], score[2][c], score[3][c]);
     }
     __syncthreads();
 
 #pragma unroll 2
     for (int c = 0; c < Tile; ++c) {
-      const float4 pv = *reinterpret_cast<const float4*>(p_s + c * rows + row0);
+      const int sq = quad ^ ((c / kKeys) & swizzle);
+      const float4 pv = *reinterpret_cast<const float4*>(p_s + c * rows + sq * kR);
       const float pr[kR] = {pv.x, pv.y, pv.z, pv.w};
+      const float* vr = tile + c * H + 4 * lane;
 #pragma unroll
       for (int j = 0; j < Dims / 4; ++j) {
-        const float4 x = *reinterpret_cast<const float4*>(tile + c * H + 4 * (lane + j * Lanes));
+        const float4 x = *reinterpret_cast<const float4*>(vr + 4 * j * Lanes);
 #pragma unroll
         for (int r = 0; r < kR; ++r) {
           acc[r][4 * j] += pr[r] * x.x;
