@@ -160,6 +160,13 @@ TEST(FlashAttention, LlamaThreeEightBShapes) {
   check({20, 32, 8, 128, "h = 32, h_k = 8, h_d = 128: 45 KB of shared memory per block"});
 }
 
+// h_d = 256 (Gemma 3's heads): more dims than the threads of a row quad hold at h_d <= 128, and,
+// with four query heads per KV head, more shared memory than a tile of kTile fits in.
+TEST(FlashAttention, HeadDim256) {
+  check({kTile + 3, 2, 2, 256, "h_d = 256, one query head per KV head"});
+  check({kTile + 3, 4, 1, 256, "h_d = 256, four query heads per KV head"});
+}
+
 // Group 8 with h_d = 128 (Llama-3-70B's ratio) needs more than 48 KB of shared memory: the
 // launcher must opt in.
 TEST(FlashAttention, MoreThan48KbOfSharedMemory) {
