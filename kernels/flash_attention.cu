@@ -399,15 +399,17 @@ void flash_attention(const float* q, const float* k, const float* v, float* out,
   const int group = n_heads / n_kv_heads;
   const Config c = choose_config(group, head_dim);
   if (c.tile == 0) {
+    Config small = layout(head_dim);
+    small.tile = kSmallTile;
     throw std::invalid_argument(
         "flash_attention: " + std::to_string(group) + " query heads per KV head with head_dim " +
-        std::to_string(head_dim) + " do not fit one block: it needs " +
-        std::to_string(flash_attention_shared_bytes(n_heads, n_kv_heads, head_dim)) +
-        " bytes of shared memory and " + std::to_string(group) + "·" +
-        std::to_string(kSmallTile) + "/4·" + std::to_string(head_dim > 128 ? 16 : 8) +
-        " threads even with the small tile; this kernel supports head_dim <= " +
-        std::to_string(kMaxHeadDim) + ", at most " + std::to_string(kMaxSharedBytes) +
-        " bytes and " + std::to_string(kMaxThreads) + " threads per block");
+        std::to_string(head_dim) + " do not fit one block: even with the tile of " +
+        std::to_string(kSmallTile) + " it needs " +
+        std::to_string(small.shared_floats(group) * sizeof(float)) +
+        " bytes of shared memory (at most " + std::to_string(kMaxSharedBytes) + ") and " +
+        std::to_string(small.threads(group)) + " threads (at most " +
+        std::to_string(kMaxThreads) + "); head_dim may be at most " +
+        std::to_string(kMaxHeadDim));
   }
   if (s == 0) return;
   // One instance per (tile, lanes, dims) the chooser can return.
