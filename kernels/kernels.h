@@ -299,7 +299,7 @@ void merge_attention_states(const float* o, const float* lse, int n_states, floa
 
 /// Query rows and key positions per tile of flash_attention(): a block owns one query tile of
 /// one GQA group and walks the key tiles 0 .. its own (the later ones are in the future).
-inline constexpr int kFlashAttentionTile = 16;
+inline constexpr int kFlashAttentionTile = 32;
 
 /// Fused causal grouped-query attention: the same result, inputs, output and layout as
 /// attention(), in one kernel with an online softmax over K/V tiles held in shared memory and no

@@ -160,6 +160,13 @@ TEST(FlashAttention, LlamaThreeEightBShapes) {
   check({20, 32, 8, 128, "h = 32, h_k = 8, h_d = 128: 45 KB of shared memory per block"});
 }
 
+// h_d = 256 (Gemma 3's heads): more dims than the threads of a row quad hold at h_d <= 128, and,
+// with four query heads per KV head, more shared memory than a tile of kTile fits in.
+TEST(FlashAttention, HeadDim256) {
+  check({kTile + 3, 2, 2, 256, "h_d = 256, one query head per KV head"});
+  check({kTile + 3, 4, 1, 256, "h_d = 256, four query heads per KV head"});
+}
+
 // Group 8 with h_d = 128 (Llama-3-70B's ratio) needs more than 48 KB of shared memory: the
 // launcher must opt in.
 TEST(FlashAttention, MoreThan48KbOfSharedMemory) {
@@ -281,7 +288,7 @@ TEST(FlashAttentionPitfalls, TiledReferenceWithoutMistakeIsTheReference) {
 
 // Each mistake, made with this kernel's tile on ordinary and on large scores, is named.
 TEST(FlashAttentionPitfalls, EachMistakeIsNamed) {
-  const Case c{40, 4, 2, 16, "three key tiles of 16"};
+  const Case c{40, 4, 2, 16, "40 positions: several key tiles"};
   const std::string tile = "_" + std::to_string(kTile);
   for (bool large : {false, true}) {
     SCOPED_TRACE(large ? "scores ~1e3" : "scores ~1");
@@ -306,7 +313,7 @@ TEST(FlashAttentionPitfalls, EachMistakeIsNamed) {
 
 // The skipped diagonal leaves the first query tile with no key at all: NaN, as the kernel gives.
 TEST(FlashAttentionPitfalls, SkippedDiagonalLeavesTheFirstTileEmpty) {
-  const Case c{20, 2, 1, 8, ""};
+  const Case c{kTile + 4, 2, 1, 8, "a tile plus four"};
   const Tensors t = tensors(c, random_inputs(c));
   const torch::Tensor o = ref::wrong::attention_online_tiled(t.q, t.k, t.v, c.h, c.h_k, kTile,
                                                               Mistake::kDiagonalTileSkipped);
