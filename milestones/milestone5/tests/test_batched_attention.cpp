@@ -304,8 +304,9 @@ std::string diagnose_attention(const Batch& bt, const std::vector<float>& hk,
   return "no known mistake reproduces it";
 }
 
-void run_attention_case(const std::vector<int>& lens, int h_k, int group, uint64_t seed) {
-  const int h_d = 16, n_heads = h_k * group;
+void run_attention_case(const std::vector<int>& lens, int h_k, int group, uint64_t seed,
+                        int h_d = 16) {
+  const int n_heads = h_k * group;
   Batch bt(lens, h_k, h_d, 4);
   std::vector<float> hk, hv;
   bt.fill(seed, lens, hk, hv);
@@ -335,6 +336,20 @@ TEST(BatchedDecodeAttention, RaggedBatchMatchesTheReferencePerRequest) {
   for (int group : {1, 2, 4}) {
     SCOPED_TRACE("GQA ratio " + std::to_string(group));
     run_attention_case(lens, 2, group, 4300 + static_cast<uint64_t>(group));
+  }
+}
+
+// The kernel's lanes split a row by head dimension (one float4 piece per lane up to 128, two up
+// to 256, scalars when h_d is not a multiple of 4) and a block serves at most 8 query heads:
+// head dimensions and groups on each side of those limits, Llama's 128 with GQA 4 among them.
+TEST(BatchedDecodeAttention, HeadDimensionsAndLargeGroups) {
+  const std::vector<int> lens = {1, 5, 33, 64, 100, 7};
+  const struct {
+    int h_d, group;
+  } cases[] = {{128, 4}, {6, 2}, {200, 3}, {64, 12}, {36, 8}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE("head_dim " + std::to_string(c.h_d) + ", GQA ratio " + std::to_string(c.group));
+    run_attention_case(lens, 2, c.group, 4350 + static_cast<uint64_t>(c.h_d), c.h_d);
   }
 }
 
