@@ -52,6 +52,7 @@ constexpr int kThreads = kWarps * 32;  // threads of a block
 constexpr int kUnroll = 4;             // row steps whose loads are in flight before the first use
 constexpr int kMaxGroup = 8;           // query heads one block serves (more: several blocks)
 constexpr int kMaxHeadDim = 256;       // two float4 pieces per lane
+constexpr int kMergeWarps = 8;         // warps of a merge block
 constexpr size_t kMaxSharedBytes = 48 * 1024;
 
 // Lanes that read one row of h_d floats: one per 4 floats, a power of two, at most 32.
@@ -74,7 +75,8 @@ size_t shared_floats(int heads, int head_dim) {
 // BEGIN SOLUTION(m5): Helpers. The slot of position p of request b: its own table row,
 // page_tables[b·table_stride + p / page_size]·page_size + p % page_size. The lane's pieces of a
 // row (float4 loads when h_d is a multiple of 4, else scalars; zeros past h_d), the sum over the
-// lanes of a row with __shfl_xor_sync, and exp(m_old − m_new) that is 0 for an empty state.
+// lanes of a row and the warp-wide max and sum with __shfl_xor_sync, and exp(m_old − m_new)
+// that is 0 for an empty state.
 __device__ size_t batched_slot(const BatchedKvView& c, int b, int pos) {
   return static_cast<size_t>(c.page_tables[static_cast<size_t>(b) * c.table_stride +
                                            pos / c.page_size]) *
@@ -108,6 +110,14 @@ __device__ float row_sum(float v, int lanes) {
     v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
 }
+
+__device__ float warp_max(float v) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+__device__ float warp_sum(float v) { return row_sum(v, 32); }
 
 // The factor that brings a state of max m_old to max m_new: 0 when the state is still empty.
 __device__ float rescale(float m_old, float m_new) {
@@ -308,35 +318,64 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // o [n_chunks, h·h_d], lse [n_chunks, h] -> out [batch, h·h_d]. Block (head, b) merges the
-// states first_chunk[b] .. first_chunk[b+1] − 1.
-__global__ void merge_states_batched_kernel(const float* o, const float* lse,
-                                            const int32_t* first_chunk, float* out, int n_heads,
-                                            int head_dim) {
+// states first_chunk[b] .. first_chunk[b+1] − 1: its kMergeWarps warps share the chunks, a lane
+// holds elements lane, lane + 32, ... of the head's row.
+__global__ void __launch_bounds__(kMergeWarps * 32)
+    merge_states_batched_kernel(const float* o, const float* lse, const int32_t* first_chunk,
+                                float* out, int n_heads, int head_dim) {
+  __shared__ float part[kMergeWarps][kMaxHeadDim];
   // BEGIN SOLUTION(m5): Milestone 4's merge (merge_states_kernel in decode_attention.cu) over
   // request b's own chunks only: m = the largest of their LSEs, total = Σ e^{LSE_j − m},
-  // out[b, head, e] = Σ e^{LSE_j − m}·O_j[head, e] / total, skipping chunks of weight 0; O = 0
-  // when every chunk is empty. Reading another request's chunks (a wrong range from
-  // first_chunk) mixes two requests' attention.
+  // out[b, head, e] = Σ e^{LSE_j − m}·O_j[head, e] / total, chunks of weight 0 adding nothing;
+  // O = 0 when every chunk is empty. Reading another request's chunks (a wrong range from
+  // first_chunk) mixes two requests' attention. A request split for a long prompt has many
+  // chunks: every warp finds m and total (its lanes stride over the LSEs), then warp w adds the
+  // weighted O rows of chunks first + w, first + w + kMergeWarps, ... (several rows' loads in
+  // flight), and the warps' sums meet in shared memory.
   const int head = blockIdx.x, b = blockIdx.y;
   const int first = first_chunk[b], last = first_chunk[b + 1];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float m = -INFINITY;
-  for (int j = first; j < last; ++j) m = fmaxf(m, lse[static_cast<size_t>(j) * n_heads + head]);
+  for (int j = first + lane; j < last; j += 32)
+    m = fmaxf(m, lse[static_cast<size_t>(j) * n_heads + head]);
+  m = warp_max(m);
   float total = 0.f;
   if (m != -INFINITY) {
-    for (int j = first; j < last; ++j) total += __expf(lse[static_cast<size_t>(j) * n_heads + head] - m);
+    for (int j = first + lane; j < last; j += 32)
+      total += __expf(lse[static_cast<size_t>(j) * n_heads + head] - m);
   }
+  total = warp_sum(total);
+
+  constexpr int kPerLane = kMaxHeadDim / 32;
+  float acc[kPerLane] = {};
   const size_t row = static_cast<size_t>(n_heads) * head_dim;
-  for (int e = threadIdx.x; e < head_dim; e += blockDim.x) {
-    float sum = 0.f;
-    if (m != -INFINITY) {
-      for (int j = first; j < last; ++j) {
-        const float w = __expf(lse[static_cast<size_t>(j) * n_heads + head] - m);
-        if (w > 0.f) sum += w * o[j * row + static_cast<size_t>(head) * head_dim + e];
+  if (m != -INFINITY) {
+#pragma unroll 4
+    for (int j = first + warp; j < last; j += kMergeWarps) {
+      const float w = __expf(lse[static_cast<size_t>(j) * n_heads + head] - m);
+      const float* o_j = o + j * row + static_cast<size_t>(head) * head_dim;
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int e = lane + 32 * i;
+        if (e < head_dim) {
+          const float x = o_j[e];  // loaded whatever w is, so that the loads need not wait for it
+          acc[i] += w > 0.f ? w * x : 0.f;
+        }
       }
     }
+  }
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    if (lane + 32 * i < head_dim) part[warp][lane + 32 * i] = acc[i];
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < head_dim; e += blockDim.x) {
+    float sum = 0.f;
+    for (int w = 0; w < kMergeWarps; ++w) sum += part[w][e];
     out[b * row + static_cast<size_t>(head) * head_dim + e] = total > 0.f ? sum / total : 0.f;
   }
   // STUB: (void)o; (void)lse; (void)first_chunk; (void)out; (void)n_heads; (void)head_dim;
+  // STUB: (void)part;
   // END SOLUTION
 }
 
@@ -456,11 +495,11 @@ void batched_decode_attention_split(const float* q, const BatchedKvView& cache,
 void merge_attention_states_batched(const float* o, const float* lse, const int32_t* first_chunk,
                                     int batch, float* out, int n_heads, int head_dim,
                                     cudaStream_t stream) {
-  if (batch < 1 || batch > 65535 || n_heads < 1 || head_dim < 1) {
+  if (batch < 1 || batch > 65535 || n_heads < 1 || head_dim < 1 || head_dim > kMaxHeadDim) {
     throw std::invalid_argument(
-        "merge_attention_states_batched: need batch in [1, 65535] and positive n_heads and "
-        "head_dim (got " + std::to_string(batch) + ", " + std::to_string(n_heads) + " and " +
-        std::to_string(head_dim) + ")");
+        "merge_attention_states_batched: need batch in [1, 65535], positive n_heads and head_dim "
+        "in [1, " + std::to_string(kMaxHeadDim) + "] (got " + std::to_string(batch) + ", " +
+        std::to_string(n_heads) + " and " + std::to_string(head_dim) + ")");
   }
   if (!o || !lse || !first_chunk || !out) {
     throw std::invalid_argument(
@@ -469,10 +508,9 @@ void merge_attention_states_batched(const float* o, const float* lse, const int3
   if (out == o || out == lse) {
     throw std::invalid_argument("merge_attention_states_batched: out must not alias the states");
   }
-  const int threads = std::min(256, (head_dim + 31) / 32 * 32);
   const dim3 grid(static_cast<unsigned>(n_heads), static_cast<unsigned>(batch));
-  merge_states_batched_kernel<<<grid, threads, 0, stream>>>(o, lse, first_chunk, out, n_heads,
-                                                            head_dim);
+  merge_states_batched_kernel<<<grid, kMergeWarps * 32, 0, stream>>>(o, lse, first_chunk, out,
+                                                                     n_heads, head_dim);
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -35,6 +35,10 @@ int blocks_per_head(int n_kv_heads, int target_blocks) {
 }
 }  // namespace
 
+int split_kv_target_blocks(int multiprocessors) {
+  return kSplitKvBlocksPerMultiprocessor * std::max(1, multiprocessors);
+}
+
 int max_split_kv_chunks(int max_batch, int n_kv_heads, int target_blocks) {
   return blocks_per_head(std::max(1, n_kv_heads), target_blocks) + max_batch;
 }

@@ -12,6 +12,14 @@
 /// chunks is at most blocks_per_head + batch, and the per-request merge of the chunks' (O, LSE)
 /// states restores the exact softmax. (This is the idea of FlashInfer's decode scheduler: plan
 /// on the host from the lengths, once per step, before the launch.)
+///
+/// How many blocks to aim for: decode attention only streams K and V, so the launch must keep
+/// every multiprocessor busy reading until the end. split_kv_target_blocks() asks for
+/// kSplitKvBlocksPerMultiprocessor blocks per multiprocessor: the attention kernel's 4-warp
+/// blocks fit about 4 at a time on one (their registers limit them), so that is about two waves,
+/// and equal chunks keep the last wave from leaving multiprocessors idle. min_chunk keeps a chunk
+/// long enough (callers use 64 positions) that writing and merging its (O, LSE) state stays
+/// small next to reading its keys and values.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +54,12 @@ struct SplitKvPlan {
 /// the bad argument.
 SplitKvPlan plan_split_kv(const std::vector<int>& lens, int n_kv_heads, int target_blocks,
                           int min_chunk);
+
+/// Blocks per multiprocessor that split_kv_target_blocks() plans for.
+inline constexpr int kSplitKvBlocksPerMultiprocessor = 8;
+
+/// The target_blocks for plan_split_kv() on a GPU with `multiprocessors` multiprocessors.
+int split_kv_target_blocks(int multiprocessors);
 
 /// The most chunks plan_split_kv() can make for up to `max_batch` requests: blocks_per_head +
 /// max_batch (workspaces are sized with it).

@@ -6,7 +6,9 @@
 //     when a row lands elsewhere the test says where, and which known mistake that looks like
 //     (another request's page table, another request's position, the request index as position);
 //   * batched_decode_attention gives, per request, attention over its own positions (a host
-//     reference in double), for GQA ratios 1, 2 and 4, and names the same mistakes;
+//     reference in double), for GQA ratios 1 to 12 and head dimensions 6 to 200 (each side of
+//     the kernel's float4 and register limits), and names the same mistakes;
+//   * plan_split_kv's default target gives a GPU of 132 multiprocessors several waves of blocks;
 //   * plan_split_kv cuts a batch mixing lengths 1 and 4000 into chunks of about equal size
 //     (longest chunk against the ideal share and the mean, printed), and the split kernel with
 //     the per-request merge equals the one-pass kernel and the reference.
@@ -379,6 +381,21 @@ TEST(SplitKvPlan, CoversEveryRequestInOrderWithinTheLimit) {
     FAIL() << "a request of length 0 was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("request 1"), std::string::npos) << e.what();
+  }
+}
+
+// Decode attention only streams K and V: the default target asks for several waves of blocks on
+// a 132-multiprocessor GPU, and the plan makes that many unless min_chunk stops it first.
+TEST(SplitKvPlan, DefaultTargetFillsTheGpu) {
+  const int h_k = 8, min_chunk = 64, target = split_kv_target_blocks(132);
+  EXPECT_GE(target, 4 * 132) << "fewer than 4 blocks per multiprocessor";
+  for (int batch : {1, 4, 16, 64}) {
+    const std::vector<int> lens(static_cast<size_t>(batch), 1024);
+    const SplitKvPlan p = plan_split_kv(lens, h_k, target, min_chunk);
+    const long long total = 1024LL * batch;
+    const long long want = std::min<long long>(target / h_k, total / min_chunk) * h_k;
+    EXPECT_GE(static_cast<long long>(p.n_chunks()) * h_k, want)
+        << batch << " requests of 1024 positions: " << p.describe();
   }
 }
 
