@@ -142,14 +142,15 @@ __global__ void __launch_bounds__(kThreads)
   // is b = item with positions begin = 0 .. end = lens[b]; with one, b = chunk_request[item],
   // begin = chunk_begin[item], end = chunk_end[item]. Every position p in [begin, end) is read
   // through request b's own table row (batched_slot(cache, b, p)); q is request b's row,
-  // q + b·h·h_d. Lane `sub` of row `row` of warp `warp` holds pieces 4·(sub + j·lanes) of a row;
-  // the block's rows take positions begin + warp·rows + row, then every kWarps·rows further.
-  // Per step: load kUnroll positions' K and V rows (their slots through the table; nothing past
-  // end), then the scores (q·k summed over the row's lanes), then per head the online softmax
-  // over the step (new max, rescale l and acc once, add the exp-weighted V rows). At the end:
-  // merge the rows of each warp (shuffles), the warps through shared memory (one barrier,
-  // reached by every thread), and write out[item, head, e] = acc / l and, with out_lse,
-  // out_lse[item, head] = m + log(l); l = 0 (no position) gives O = 0 and LSE = −inf.
+  // q + b·h·h_d. Lane `sub` of row `row` of warp `warp` holds pieces 4·(sub + j·lanes) of a
+  // row; the block's rows take positions begin + warp·rows + row, then every kWarps·rows
+  // further. Per step: load kUnroll positions' K and V rows (their slots through the table,
+  // looked up one step ahead; nothing past end), then the scores (q·k summed over the row's
+  // lanes), then per head the online softmax over the step (new max, rescale l and acc once,
+  // add the exp-weighted V rows). At the end: merge the rows of each warp (shuffles), the warps
+  // through shared memory (one barrier, reached by every thread), and write
+  // out[item, head, e] = acc / l and, with out_lse, out_lse[item, head] = m + log(l); l = 0 (no
+  // position) gives O = 0 and LSE = −inf.
   const int h_d = cache.head_dim, width = cache.n_kv_heads * h_d;
   const int group = n_heads / cache.n_kv_heads;
   const int per_block = heads_per_block(group), slices = (group + per_block - 1) / per_block;
@@ -193,17 +194,24 @@ __global__ void __launch_bounds__(kThreads)
     l[j] = 0.f;
   }
 
+  // Where the rows of a step start (their slots through the table); each step looks up the next
+  // step's while its own loads are in flight, so the table's latency is not paid before them.
+  size_t at[kUnroll];
+  const int first_row = begin + warp * rows + row;
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int p = first_row + u * step;
+    at[u] = p < end ? batched_slot(cache, b, p) * width + head_offset : 0;
+  }
   for (int base = begin + warp * rows; base < end; base += kUnroll * step) {
     float kr[kUnroll][kPieces][4], vr[kUnroll][kPieces][4];
     bool live[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int p = base + u * step + row;
-      live[u] = p < end;
+      live[u] = base + u * step + row < end;
       if (live[u]) {
-        const size_t at = batched_slot(cache, b, p) * width + head_offset;
-        load_row(cache.k + at, h_d, sub, lanes, vec4, kr[u]);
-        load_row(cache.v + at, h_d, sub, lanes, vec4, vr[u]);
+        load_row(cache.k + at[u], h_d, sub, lanes, vec4, kr[u]);
+        load_row(cache.v + at[u], h_d, sub, lanes, vec4, vr[u]);
       } else {
 #pragma unroll
         for (int c = 0; c < kPieces; ++c) {
@@ -211,6 +219,11 @@ __global__ void __launch_bounds__(kThreads)
           for (int i = 0; i < 4; ++i) kr[u][c][i] = vr[u][c][i] = 0.f;
         }
       }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int p = base + (kUnroll + u) * step + row;
+      at[u] = p < end ? batched_slot(cache, b, p) * width + head_offset : 0;
     }
 #pragma unroll
     for (int j = 0; j < kGroup; ++j) {
