@@ -54,6 +54,8 @@ constexpr int kMaxGroup = 8;           // query heads one block serves (more: se
 constexpr int kMaxHeadDim = 256;       // two float4 pieces per lane
 constexpr int kMergeWarps = 8;         // warps of a merge block
 constexpr size_t kMaxSharedBytes = 48 * 1024;
+static_assert(kUnroll >= 1 && kMaxHeadDim % 128 == 0,
+              "whole steps, and whole float4 pieces per lane up to kMaxHeadDim");
 
 // Lanes that read one row of h_d floats: one per 4 floats, a power of two, at most 32.
 __host__ __device__ inline int lanes_per_row(int head_dim) {
@@ -171,17 +173,17 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row = lane / lanes, sub = lane % lanes;
   const int step = kWarps * rows;  // positions the block reads at once
-  const bool vec4 =
-      h_d % 4 == 0 && (reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(cache.k) |
-                       reinterpret_cast<uintptr_t>(cache.v)) % 16 == 0;
+  const uintptr_t bases = reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(cache.k) |
+                          reinterpret_cast<uintptr_t>(cache.v);
+  const bool vec4 = h_d % 4 == 0 && bases % 16 == 0;  // every row then starts on 16 bytes
   const size_t head_offset = static_cast<size_t>(g) * h_d;
 
   float qr[kGroup][kPieces][4], acc[kGroup][kPieces][4], m[kGroup], l[kGroup];
   const float* q_row = q + static_cast<size_t>(b) * n_heads * h_d;
 #pragma unroll
   for (int j = 0; j < kGroup; ++j) {
-    load_row(q_row + static_cast<size_t>(head0 + (j < heads ? j : heads - 1)) * h_d, h_d, sub, lanes, vec4,
-             qr[j]);
+    load_row(q_row + static_cast<size_t>(head0 + (j < heads ? j : heads - 1)) * h_d, h_d, sub,
+             lanes, vec4, qr[j]);
 #pragma unroll
     for (int c = 0; c < kPieces; ++c) {
 #pragma unroll
@@ -284,9 +286,9 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
-  float* acc_s = smem;                         // [kWarps, heads, h_d]
-  float* m_s = acc_s + kWarps * heads * h_d;   // [kWarps, heads]
-  float* l_s = m_s + kWarps * heads;           // [kWarps, heads]
+  float* acc_s = smem;                        // [kWarps, heads, h_d]
+  float* m_s = acc_s + kWarps * heads * h_d;  // [kWarps, heads]
+  float* l_s = m_s + kWarps * heads;          // [kWarps, heads]
   if (row == 0) {
 #pragma unroll
     for (int j = 0; j < kGroup; ++j) {
@@ -336,7 +338,6 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kMergeWarps * 32)
     merge_states_batched_kernel(const float* o, const float* lse, const int32_t* first_chunk,
                                 float* out, int n_heads, int head_dim) {
-  __shared__ float part[kMergeWarps][kMaxHeadDim];
   // BEGIN SOLUTION(m5): Milestone 4's merge (merge_states_kernel in decode_attention.cu) over
   // request b's own chunks only: m = the largest of their LSEs, total = Σ e^{LSE_j − m},
   // out[b, head, e] = Σ e^{LSE_j − m}·O_j[head, e] / total, chunks of weight 0 adding nothing;
@@ -345,6 +346,7 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
   // chunks: every warp finds m and total (its lanes stride over the LSEs), then warp w adds the
   // weighted O rows of chunks first + w, first + w + kMergeWarps, ... (several rows' loads in
   // flight), and the warps' sums meet in shared memory.
+  __shared__ float part[kMergeWarps][kMaxHeadDim];  // each warp's weighted sum
   const int head = blockIdx.x, b = blockIdx.y;
   const int first = first_chunk[b], last = first_chunk[b + 1];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -388,7 +390,6 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
     out[b * row + static_cast<size_t>(head) * head_dim + e] = total > 0.f ? sum / total : 0.f;
   }
   // STUB: (void)o; (void)lse; (void)first_chunk; (void)out; (void)n_heads; (void)head_dim;
-  // STUB: (void)part;
   // END SOLUTION
 }
 
