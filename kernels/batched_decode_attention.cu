@@ -15,13 +15,13 @@
 ///
 /// Decode attention reads each cached K and V row once and does a few flops per byte, so the
 /// kernel is written to stream memory, the way FlashInfer's decode kernel does:
-///   * A K or V row of h_d floats is read by `lanes` lanes of a warp (h_d/4 rounded up to a power
-///     of two, at most 32), each lane one or two 16-byte float4 pieces: the lanes of a row read
-///     consecutive 16-byte pieces, so every load instruction is fully coalesced. A warp covers
-///     32/lanes rows (positions) at once: one row for h_d = 128, two for 64, eight for 16.
+///   * A K or V row of h_d floats is read by `lanes` lanes of a warp (h_d/8 rounded up to a power
+///     of two, at most 32), each lane two 16-byte float4 pieces: for each piece the lanes of a
+///     row read consecutive 16 bytes, so every load instruction is fully coalesced. A warp covers
+///     32/lanes rows (positions) at once: one for h_d = 256, two for 128, four for 64.
 ///   * The block's 4 warps walk the item's positions together, kUnroll row steps at a time: all
 ///     K and V loads of a step are issued before the first is used, so each warp keeps
-///     kUnroll·32·16 bytes of K and as much of V in flight (4 KB at h_d = 128).
+///     kUnroll·32·2·16 bytes (2 KB) of K and as much of V in flight.
 ///   * q (times 1/sqrt(h_d)) sits in registers, the lane's pieces of every query head of the
 ///     group: the group's heads share each K and V load (GQA). A score is the lane's partial dot
 ///     product summed over the row's lanes with log2(lanes) __shfl_xor_sync steps.
@@ -50,7 +50,7 @@ namespace {
 
 constexpr int kWarps = 4;              // warps of a block
 constexpr int kThreads = kWarps * 32;  // threads of a block
-constexpr int kUnroll = 4;             // row steps whose loads are in flight before the first use
+constexpr int kUnroll = 2;             // row steps whose loads are in flight before the first use
 constexpr int kMaxGroup = 8;           // query heads one block serves (more: several blocks)
 constexpr int kMaxHeadDim = 256;       // two float4 pieces per lane
 constexpr int kMergeWarps = 8;         // warps of a merge block
@@ -58,10 +58,12 @@ constexpr size_t kMaxSharedBytes = 48 * 1024;
 static_assert(kUnroll >= 1 && kMaxHeadDim % 128 == 0,
               "whole steps, and whole float4 pieces per lane up to kMaxHeadDim");
 
-// Lanes that read one row of h_d floats: one per 4 floats, a power of two, at most 32.
+// Lanes that read one row of h_d floats: one per 8 floats (two float4 pieces each), a power of
+// two, at most 32. Fewer lanes per row means fewer shuffle steps per score and each shuffle
+// serving several rows; two pieces per lane keep q and acc small enough in registers.
 __host__ __device__ inline int lanes_per_row(int head_dim) {
   int lanes = 1;
-  while (lanes < 32 && lanes * 4 < head_dim) lanes *= 2;
+  while (lanes < 32 && lanes * 8 < head_dim) lanes *= 2;
   return lanes;
 }
 
@@ -102,29 +104,36 @@ __device__ size_t batched_slot(const BatchedKvView& c, int b, int pos) {
 }
 
 // Lane `sub` of a row read by `lanes` lanes holds floats 4·(sub + j·lanes) .. + 3, j < kPieces.
+// A piece past head_dim is read from the row's start instead (every lane loads, no branch that
+// depends on the lane): q's pieces there are zero, so they add nothing to a score, and acc's are
+// never written out.
 template <int kPieces>
 __device__ void load_row(const float* row, int head_dim, int sub, int lanes, bool vec4,
                          float (&x)[kPieces][4]) {
 #pragma unroll
   for (int j = 0; j < kPieces; ++j) {
     const int e = 4 * (sub + j * lanes);
-    if (vec4 && e < head_dim) {
-      const float4 t = load_float4(row + e);
+    if (vec4) {  // the same for the whole launch
+      const float4 t = load_float4(row + (e < head_dim ? e : 0));
       x[j][0] = t.x;
       x[j][1] = t.y;
       x[j][2] = t.z;
       x[j][3] = t.w;
     } else {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) x[j][i] = e + i < head_dim ? row[e + i] : 0.f;
+      for (int i = 0; i < 4; ++i) x[j][i] = row[e + i < head_dim ? e + i : 0];
     }
   }
 }
 
-// Sum over the `lanes` lanes of a row (aligned groups of a power of two lanes).
+// Sum over the `lanes` lanes of a row (aligned groups of a power of two lanes). Unrolled, with
+// every lane in every shuffle: no loop and no divergence around the shuffles.
 __device__ float row_sum(float v, int lanes) {
-  for (int offset = lanes / 2; offset > 0; offset /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float other = __shfl_xor_sync(0xffffffffu, v, offset);
+    if (offset < lanes) v += other;
+  }
   return v;
 }
 
@@ -149,7 +158,7 @@ __device__ float rescale(float m_old, float m_new) {
 // out[b, its heads]; with one, the item is chunk blockIdx.y of the plan and the block writes
 // out[c, its heads] (the partial outputs) and out_lse[c, its heads].
 template <int kPieces, int kGroup>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kGroup <= 4 ? 4 : 2)
     batched_decode_attention_kernel(const float* q, BatchedKvView cache,
                                     const int32_t* chunk_request, const int32_t* chunk_begin,
                                     const int32_t* chunk_end, int n_heads, float scale, float* out,
@@ -203,7 +212,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int c = 0; c < kPieces; ++c) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        qr[j][c][i] *= scale;
+        // Zero past h_d: the K values load_row reads there then add nothing to the score.
+        qr[j][c][i] = 4 * (sub + c * lanes) + i < h_d ? qr[j][c][i] * scale : 0.f;
         acc[j][c][i] = 0.f;
       }
     }
@@ -213,34 +223,33 @@ __global__ void __launch_bounds__(kThreads)
 
   // Where the rows of a step start (their slots through the table); each step looks up the next
   // step's while its own loads are in flight, so the table's latency is not paid before them.
+  // A row past end reads the item's last position again (its score is masked below): every
+  // lane loads and shuffles in every step, and no position outside [begin, end) is touched.
   size_t at[kUnroll];
   const int first_row = begin + warp * rows + row;
+  if (begin < end) {
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int p = first_row + u * step;
-    at[u] = p < end ? batched_slot(cache, b, p) * width + head_offset : 0;
+    for (int u = 0; u < kUnroll; ++u) {
+      const int p = first_row + u * step;
+      at[u] = batched_slot(cache, b, p < end ? p : end - 1) * width + head_offset;
+    }
   }
-  for (int base = begin + warp * rows; base < end; base += kUnroll * step) {
+  // The loop runs the same number of steps in every warp of the block (a warp whose rows are
+  // all past end in the last step reads and masks them): the shuffles see no divergence.
+  for (int start = begin; start < end; start += kUnroll * step) {
+    const int base = start + warp * rows;
     float kr[kUnroll][kPieces][4], vr[kUnroll][kPieces][4];
     bool live[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       live[u] = base + u * step + row < end;
-      if (live[u]) {
-        load_row(cache.k + at[u], h_d, sub, lanes, vec4, kr[u]);
-        load_row(cache.v + at[u], h_d, sub, lanes, vec4, vr[u]);
-      } else {
-#pragma unroll
-        for (int c = 0; c < kPieces; ++c) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) kr[u][c][i] = vr[u][c][i] = 0.f;
-        }
-      }
+      load_row(cache.k + at[u], h_d, sub, lanes, vec4, kr[u]);
+      load_row(cache.v + at[u], h_d, sub, lanes, vec4, vr[u]);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int p = base + (kUnroll + u) * step + row;
-      at[u] = p < end ? batched_slot(cache, b, p) * width + head_offset : 0;
+      at[u] = batched_slot(cache, b, p < end ? p : end - 1) * width + head_offset;
     }
 #pragma unroll
     for (int j = 0; j < kGroup; ++j) {
@@ -258,8 +267,7 @@ __global__ void __launch_bounds__(kThreads)
         s[u] = live[u] ? dot : -INFINITY;
         m_new = fmaxf(m_new, s[u]);
       }
-      if (m_new == -INFINITY) continue;  // no position of this row in the step
-      const float r = rescale(m[j], m_new);
+      const float r = rescale(m[j], m_new);  // m_new is −inf only while no position was live
       l[j] *= r;
 #pragma unroll
       for (int c = 0; c < kPieces; ++c) {
@@ -268,7 +276,7 @@ __global__ void __launch_bounds__(kThreads)
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const float p = __expf(s[u] - m_new);
+        const float p = live[u] ? __expf(s[u] - m_new) : 0.f;
         l[j] += p;
 #pragma unroll
         for (int c = 0; c < kPieces; ++c) {
