@@ -15,16 +15,17 @@
 ///
 /// Decode attention reads each cached K and V row once and does a few flops per byte, so the
 /// kernel is written to stream memory, the way FlashInfer's decode kernel does:
-///   * A K or V row of h_d floats is read by `lanes` lanes of a warp (h_d/8 rounded up to a power
-///     of two, at most 32), each lane two 16-byte float4 pieces: for each piece the lanes of a
-///     row read consecutive 16 bytes, so every load instruction is fully coalesced. A warp covers
-///     32/lanes rows (positions) at once: one for h_d = 256, two for 128, four for 64.
+///   * A K or V row of h_d floats is read by kLanes lanes of a warp (h_d/8 rounded up to a power
+///     of two, from 2 to 32; a template parameter, so that the shuffles unroll), each lane two
+///     16-byte float4 pieces: for each piece the lanes of a row read consecutive 16 bytes, so
+///     every load instruction is fully coalesced. A warp covers 32/kLanes rows (positions) at
+///     once: one for h_d = 256, two for 128, four for 64.
 ///   * The block's 4 warps walk the item's positions together, kUnroll row steps at a time: all
 ///     K and V loads of a step are issued before the first is used, so each warp keeps
 ///     kUnroll·32·2·16 bytes (2 KB) of K and as much of V in flight.
 ///   * q (times 1/sqrt(h_d)) sits in registers, the lane's pieces of every query head of the
 ///     group: the group's heads share each K and V load (GQA). A score is the lane's partial dot
-///     product summed over the row's lanes with log2(lanes) __shfl_xor_sync steps.
+///     product summed over the row's lanes with log2(kLanes) __shfl_xor_sync steps.
 ///   * Every row slot (warp, row) keeps its own online-softmax state per head: m (running max),
 ///     l (running sum of exp(score − m)) and acc (running weighted sum of V, the lane's pieces),
 ///     rescaled by exp(m_old − m_new) when the max grows. No barrier while streaming.
@@ -52,18 +53,18 @@ constexpr int kWarps = 4;              // warps of a block
 constexpr int kThreads = kWarps * 32;  // threads of a block
 constexpr int kUnroll = 2;             // row steps whose loads are in flight before the first use
 constexpr int kMaxGroup = 8;           // query heads one block serves (more: several blocks)
-constexpr int kMaxHeadDim = 256;       // two float4 pieces per lane
+constexpr int kPieces = 2;             // float4 pieces of a row per lane
+constexpr int kMaxHeadDim = 256;       // 32 lanes of kPieces pieces
 constexpr int kMergeWarps = 8;         // warps of a merge block
 constexpr size_t kMaxSharedBytes = 48 * 1024;
-static_assert(kUnroll >= 1 && kMaxHeadDim % 128 == 0,
-              "whole steps, and whole float4 pieces per lane up to kMaxHeadDim");
+static_assert(kUnroll >= 1 && kMaxHeadDim == 32 * 4 * kPieces, "32 lanes cover the longest row");
 
-// Lanes that read one row of h_d floats: one per 8 floats (two float4 pieces each), a power of
-// two, at most 32. Fewer lanes per row means fewer shuffle steps per score and each shuffle
+// Lanes that read one row of h_d floats: one per 8 floats (kPieces float4 pieces each), a power
+// of two from 2 to 32. Fewer lanes per row means fewer shuffle steps per score and each shuffle
 // serving several rows; two pieces per lane keep q and acc small enough in registers.
-__host__ __device__ inline int lanes_per_row(int head_dim) {
-  int lanes = 1;
-  while (lanes < 32 && lanes * 8 < head_dim) lanes *= 2;
+int lanes_per_row(int head_dim) {
+  int lanes = 2;
+  while (lanes < 32 && lanes * 4 * kPieces < head_dim) lanes *= 2;
   return lanes;
 }
 
@@ -103,16 +104,16 @@ __device__ size_t batched_slot(const BatchedKvView& c, int b, int pos) {
          pos % c.page_size;
 }
 
-// Lane `sub` of a row read by `lanes` lanes holds floats 4·(sub + j·lanes) .. + 3, j < kPieces.
+// Lane `sub` of a row read by kLanes lanes holds floats 4·(sub + j·kLanes) .. + 3, j < kPieces.
 // A piece past head_dim is read from the row's start instead (every lane loads, no branch that
 // depends on the lane): q's pieces there are zero, so they add nothing to a score, and acc's are
 // never written out.
-template <int kPieces>
-__device__ void load_row(const float* row, int head_dim, int sub, int lanes, bool vec4,
+template <int kLanes>
+__device__ void load_row(const float* row, int head_dim, int sub, bool vec4,
                          float (&x)[kPieces][4]) {
 #pragma unroll
   for (int j = 0; j < kPieces; ++j) {
-    const int e = 4 * (sub + j * lanes);
+    const int e = 4 * (sub + j * kLanes);
     if (vec4) {  // the same for the whole launch
       const float4 t = load_float4(row + (e < head_dim ? e : 0));
       x[j][0] = t.x;
@@ -126,14 +127,13 @@ __device__ void load_row(const float* row, int head_dim, int sub, int lanes, boo
   }
 }
 
-// Sum over the `lanes` lanes of a row (aligned groups of a power of two lanes). Unrolled, with
-// every lane in every shuffle: no loop and no divergence around the shuffles.
-__device__ float row_sum(float v, int lanes) {
+// Sum over the kLanes lanes of a row (aligned groups of a power of two lanes): log2(kLanes)
+// shuffle steps, unrolled.
+template <int kLanes>
+__device__ float row_sum(float v) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float other = __shfl_xor_sync(0xffffffffu, v, offset);
-    if (offset < lanes) v += other;
-  }
+  for (int offset = kLanes / 2; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
 }
 
@@ -143,7 +143,7 @@ __device__ float warp_max(float v) {
   return v;
 }
 
-__device__ float warp_sum(float v) { return row_sum(v, 32); }
+__device__ float warp_sum(float v) { return row_sum<32>(v); }
 
 // The factor that brings a state of max m_old to max m_new: 0 when the state is still empty.
 __device__ float rescale(float m_old, float m_new) {
@@ -153,11 +153,11 @@ __device__ float rescale(float m_old, float m_new) {
 
 // q [batch, h·h_d]. Block (x, item): x = g·slices + slice serves KV head g and `heads` query
 // heads of its group, from head0 on (slices = 1 and heads = the group unless the group is larger
-// than kMaxGroup); kGroup >= heads sizes the registers. Without a work list (chunk_request ==
+// than kMaxGroup); kGroup >= heads sizes the registers, kLanes = lanes_per_row(h_d). Without a work list (chunk_request ==
 // nullptr) the item is request blockIdx.y over positions 0 .. lens[b] − 1 and the block writes
 // out[b, its heads]; with one, the item is chunk blockIdx.y of the plan and the block writes
 // out[c, its heads] (the partial outputs) and out_lse[c, its heads].
-template <int kPieces, int kGroup>
+template <int kLanes, int kGroup>
 __global__ void __launch_bounds__(kThreads, kGroup <= 4 ? 4 : 2)
     batched_decode_attention_kernel(const float* q, BatchedKvView cache,
                                     const int32_t* chunk_request, const int32_t* chunk_begin,
@@ -168,8 +168,8 @@ __global__ void __launch_bounds__(kThreads, kGroup <= 4 ? 4 : 2)
   // is b = item with positions begin = 0 .. end = lens[b]; with one, b = chunk_request[item],
   // begin = chunk_begin[item], end = chunk_end[item]. Every position p in [begin, end) is read
   // through request b's own table row (batched_slot(cache, b, p)); q is request b's row,
-  // q + b·h·h_d. Lane `sub` of row `row` of warp `warp` holds pieces 4·(sub + j·lanes) of a
-  // row; the block's rows take positions begin + warp·rows + row, then every kWarps·rows
+  // q + b·h·h_d. Lane `sub` of row `row` of warp `warp` holds pieces 4·(sub + j·kLanes) of a
+  // row; the block's rows take positions begin + warp·kRows + row, then every kWarps·kRows
   // further. Per step: load kUnroll positions' K and V rows (their slots through the table,
   // looked up one step ahead; nothing past end), then the scores (q·k summed over the row's
   // lanes), then per head the online softmax over the step (new max, rescale l and acc once,
@@ -193,10 +193,10 @@ __global__ void __launch_bounds__(kThreads, kGroup <= 4 ? 4 : 2)
     end = cache.lens[b];
   }
 
-  const int lanes = lanes_per_row(h_d), rows = 32 / lanes;
+  constexpr int kRows = 32 / kLanes;  // rows a warp reads at once
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int row = lane / lanes, sub = lane % lanes;
-  const int step = kWarps * rows;  // positions the block reads at once
+  const int row = lane / kLanes, sub = lane % kLanes;
+  constexpr int step = kWarps * kRows;  // positions the block reads at once
   const uintptr_t bases = reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(cache.k) |
                           reinterpret_cast<uintptr_t>(cache.v);
   const bool vec4 = h_d % 4 == 0 && bases % 16 == 0;  // every row then starts on 16 bytes
@@ -206,14 +206,14 @@ __global__ void __launch_bounds__(kThreads, kGroup <= 4 ? 4 : 2)
   const float* q_row = q + static_cast<size_t>(b) * n_heads * h_d;
 #pragma unroll
   for (int j = 0; j < kGroup; ++j) {
-    load_row(q_row + static_cast<size_t>(head0 + (j < heads ? j : heads - 1)) * h_d, h_d, sub,
-             lanes, vec4, qr[j]);
+    load_row<kLanes>(q_row + static_cast<size_t>(head0 + (j < heads ? j : heads - 1)) * h_d, h_d,
+                     sub, vec4, qr[j]);
 #pragma unroll
     for (int c = 0; c < kPieces; ++c) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         // Zero past h_d: the K values load_row reads there then add nothing to the score.
-        qr[j][c][i] = 4 * (sub + c * lanes) + i < h_d ? qr[j][c][i] * scale : 0.f;
+        qr[j][c][i] = 4 * (sub + c * kLanes) + i < h_d ? qr[j][c][i] * scale : 0.f;
         acc[j][c][i] = 0.f;
       }
     }
@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(kThreads, kGroup <= 4 ? 4 : 2)
   // A row past end reads the item's last position again (its score is masked below): every
   // lane loads and shuffles in every step, and no position outside [begin, end) is touched.
   size_t at[kUnroll];
-  const int first_row = begin + warp * rows + row;
+  const int first_row = begin + warp * kRows + row;
   if (begin < end) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -237,14 +237,14 @@ __global__ void __launch_bounds__(kThreads, kGroup <= 4 ? 4 : 2)
   // The loop runs the same number of steps in every warp of the block (a warp whose rows are
   // all past end in the last step reads and masks them): the shuffles see no divergence.
   for (int start = begin; start < end; start += kUnroll * step) {
-    const int base = start + warp * rows;
+    const int base = start + warp * kRows;
     float kr[kUnroll][kPieces][4], vr[kUnroll][kPieces][4];
     bool live[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       live[u] = base + u * step + row < end;
-      load_row(cache.k + at[u], h_d, sub, lanes, vec4, kr[u]);
-      load_row(cache.v + at[u], h_d, sub, lanes, vec4, vr[u]);
+      load_row<kLanes>(cache.k + at[u], h_d, sub, vec4, kr[u]);
+      load_row<kLanes>(cache.v + at[u], h_d, sub, vec4, vr[u]);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(kThreads, kGroup <= 4 ? 4 : 2)
 #pragma unroll
           for (int i = 0; i < 4; ++i) dot += qr[j][c][i] * kr[u][c][i];
         }
-        dot = row_sum(dot, lanes);
+        dot = row_sum<kLanes>(dot);
         s[u] = live[u] ? dot : -INFINITY;
         m_new = fmaxf(m_new, s[u]);
       }
@@ -289,7 +289,8 @@ __global__ void __launch_bounds__(kThreads, kGroup <= 4 ? 4 : 2)
   }
 
   // The rows of a warp hold the same pieces of different positions: merge them pairwise.
-  for (int offset = lanes; offset < 32; offset *= 2) {
+#pragma unroll
+  for (int offset = kLanes; offset < 32; offset *= 2) {
 #pragma unroll
     for (int j = 0; j < kGroup; ++j) {
       const float m_o = __shfl_xor_sync(0xffffffffu, m[j], offset);
@@ -319,7 +320,7 @@ __global__ void __launch_bounds__(kThreads, kGroup <= 4 ? 4 : 2)
       float* a = acc_s + static_cast<size_t>(warp * heads + j) * h_d;
 #pragma unroll
       for (int c = 0; c < kPieces; ++c) {
-        const int e = 4 * (sub + c * lanes);
+        const int e = 4 * (sub + c * kLanes);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           if (e + i < h_d) a[e + i] = acc[j][c][i];
@@ -447,50 +448,60 @@ float scale_of(int head_dim) {
   return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
 }
 
-// One launch over (KV head and slice of its group, item), with registers sized for the head
-// dimension (pieces per lane) and the heads per block.
-template <int kPieces, int kGroup>
+// One launch over (KV head and slice of its group, item), compiled for the lanes of a row and
+// with registers sized for the heads per block.
+template <int kLanes, int kGroup>
 void launch_attention(const float* q, const BatchedKvView& cache, const int32_t* chunk_request,
                       const int32_t* chunk_begin, const int32_t* chunk_end, int items, int n_heads,
                       float* out, float* out_lse, size_t smem, cudaStream_t stream) {
   const int group = n_heads / cache.n_kv_heads;
   const int slices = (group + heads_per_block(group) - 1) / heads_per_block(group);
   const dim3 grid(static_cast<unsigned>(cache.n_kv_heads * slices), static_cast<unsigned>(items));
-  batched_decode_attention_kernel<kPieces, kGroup><<<grid, kThreads, smem, stream>>>(
+  batched_decode_attention_kernel<kLanes, kGroup><<<grid, kThreads, smem, stream>>>(
       q, cache, chunk_request, chunk_begin, chunk_end, n_heads, scale_of(cache.head_dim), out,
       out_lse);
   CUDA_CHECK(cudaGetLastError());
 }
 
-template <int kPieces>
+template <int kLanes>
 void launch_attention(const float* q, const BatchedKvView& cache, const int32_t* chunk_request,
                       const int32_t* chunk_begin, const int32_t* chunk_end, int items, int n_heads,
                       float* out, float* out_lse, size_t smem, cudaStream_t stream) {
   const int heads = heads_per_block(n_heads / cache.n_kv_heads);
   if (heads <= 1) {
-    launch_attention<kPieces, 1>(q, cache, chunk_request, chunk_begin, chunk_end, items, n_heads,
-                                 out, out_lse, smem, stream);
+    launch_attention<kLanes, 1>(q, cache, chunk_request, chunk_begin, chunk_end, items, n_heads,
+                                out, out_lse, smem, stream);
   } else if (heads <= 2) {
-    launch_attention<kPieces, 2>(q, cache, chunk_request, chunk_begin, chunk_end, items, n_heads,
-                                 out, out_lse, smem, stream);
+    launch_attention<kLanes, 2>(q, cache, chunk_request, chunk_begin, chunk_end, items, n_heads,
+                                out, out_lse, smem, stream);
   } else if (heads <= 4) {
-    launch_attention<kPieces, 4>(q, cache, chunk_request, chunk_begin, chunk_end, items, n_heads,
-                                 out, out_lse, smem, stream);
+    launch_attention<kLanes, 4>(q, cache, chunk_request, chunk_begin, chunk_end, items, n_heads,
+                                out, out_lse, smem, stream);
   } else {
-    launch_attention<kPieces, kMaxGroup>(q, cache, chunk_request, chunk_begin, chunk_end, items,
-                                         n_heads, out, out_lse, smem, stream);
+    launch_attention<kLanes, kMaxGroup>(q, cache, chunk_request, chunk_begin, chunk_end, items,
+                                        n_heads, out, out_lse, smem, stream);
   }
 }
 
 void launch_attention(const float* q, const BatchedKvView& cache, const int32_t* chunk_request,
                       const int32_t* chunk_begin, const int32_t* chunk_end, int items, int n_heads,
                       float* out, float* out_lse, size_t smem, cudaStream_t stream) {
-  if (4 * lanes_per_row(cache.head_dim) >= cache.head_dim) {
-    launch_attention<1>(q, cache, chunk_request, chunk_begin, chunk_end, items, n_heads, out,
-                        out_lse, smem, stream);
-  } else {
-    launch_attention<2>(q, cache, chunk_request, chunk_begin, chunk_end, items, n_heads, out,
-                        out_lse, smem, stream);
+  switch (lanes_per_row(cache.head_dim)) {
+    case 2:
+      return launch_attention<2>(q, cache, chunk_request, chunk_begin, chunk_end, items, n_heads,
+                                 out, out_lse, smem, stream);
+    case 4:
+      return launch_attention<4>(q, cache, chunk_request, chunk_begin, chunk_end, items, n_heads,
+                                 out, out_lse, smem, stream);
+    case 8:
+      return launch_attention<8>(q, cache, chunk_request, chunk_begin, chunk_end, items, n_heads,
+                                 out, out_lse, smem, stream);
+    case 16:
+      return launch_attention<16>(q, cache, chunk_request, chunk_begin, chunk_end, items, n_heads,
+                                  out, out_lse, smem, stream);
+    default:
+      return launch_attention<32>(q, cache, chunk_request, chunk_begin, chunk_end, items, n_heads,
+                                  out, out_lse, smem, stream);
   }
 }
 

@@ -341,14 +341,15 @@ TEST(BatchedDecodeAttention, RaggedBatchMatchesTheReferencePerRequest) {
   }
 }
 
-// The kernel's lanes split a row by head dimension (one float4 piece per lane up to 128, two up
-// to 256, scalars when h_d is not a multiple of 4) and a block serves at most 8 query heads:
-// head dimensions and groups on each side of those limits, Llama's 128 with GQA 4 among them.
+// The kernel reads a row with 2 to 32 lanes by head dimension (8 floats each, in float4 pieces,
+// or scalars when h_d is not a multiple of 4, pieces past h_d masked) and a block serves at most
+// 8 query heads: every lane count, and groups on each side of that limit, Llama's 128 with GQA 4
+// among them.
 TEST(BatchedDecodeAttention, HeadDimensionsAndLargeGroups) {
   const std::vector<int> lens = {1, 5, 33, 64, 100, 7};
   const struct {
     int h_d, group;
-  } cases[] = {{128, 4}, {6, 2}, {200, 3}, {64, 12}, {36, 8}};
+  } cases[] = {{128, 4}, {6, 2}, {24, 1}, {200, 3}, {64, 12}, {36, 8}};
   for (const auto& c : cases) {
     SCOPED_TRACE("head_dim " + std::to_string(c.h_d) + ", GQA ratio " + std::to_string(c.group));
     run_attention_case(lens, 2, c.group, 4350 + static_cast<uint64_t>(c.h_d), c.h_d);
