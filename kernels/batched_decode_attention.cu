@@ -82,7 +82,7 @@ size_t shared_floats(int heads, int head_dim) {
 // backend the host compiler would split `*reinterpret_cast<const float4*>(p)` into four 4-byte
 // loads once the fields are used one by one, and counting mode would report them so; a copy of
 // the 16 bytes stays one access there.
-__device__ inline float4 load_float4(const float* p) {
+[[maybe_unused]] __device__ inline float4 load_float4(const float* p) {
 #ifdef __CUDASIM__
   float4 t;
   std::memcpy(&t, __builtin_assume_aligned(p, 16), sizeof t);
