@@ -8,7 +8,7 @@
 //   * batched_decode_attention gives, per request, attention over its own positions (a host
 //     reference in double), for GQA ratios 1 to 12 and head dimensions 6 to 200 (each side of
 //     the kernel's float4 and register limits), and names the same mistakes;
-//   * plan_split_kv's default target gives a GPU of 132 multiprocessors several waves of blocks;
+//   * plan_split_kv's default target fills one wave of blocks on a GPU of 132 multiprocessors;
 //   * plan_split_kv cuts a batch mixing lengths 1 and 4000 into chunks of about equal size
 //     (longest chunk against the ideal share and the mean, printed), and the split kernel with
 //     the per-request merge equals the one-pass kernel and the reference.
@@ -385,24 +385,38 @@ TEST(SplitKvPlan, CoversEveryRequestInOrderWithinTheLimit) {
   }
 }
 
-// Decode attention only streams K and V: the default target asks for several waves of blocks on
-// a 132-multiprocessor GPU, and the plan makes that many unless min_chunk stops it first.
-TEST(SplitKvPlan, DefaultTargetFillsTheGpu) {
+// Decode attention only streams K and V: the default target is one wave of the kernel's blocks
+// on a 132-multiprocessor GPU (4 per multiprocessor), and uniform batches of 1024 positions are
+// planned into at most one wave that is mostly full, unless min_chunk stops it first. A batch
+// whose one long request would need chunks of more than twice the ideal share to fit one wave
+// is cut at the ideal share instead.
+TEST(SplitKvPlan, DefaultTargetFillsOneWave) {
   const int h_k = 8, min_chunk = 64, target = split_kv_target_blocks(132);
+  const int per_head = target / h_k;
   EXPECT_GE(target, 4 * 132) << "fewer than 4 blocks per multiprocessor";
   for (int batch : {1, 4, 16, 64}) {
     const std::vector<int> lens(static_cast<size_t>(batch), 1024);
     const SplitKvPlan p = plan_split_kv(lens, h_k, target, min_chunk);
     const long long total = 1024LL * batch;
-    const long long want = std::min<long long>(target / h_k, total / min_chunk) * h_k;
+    const long long want = std::min<long long>(3 * target / 4, h_k * (total / min_chunk));
     EXPECT_GE(static_cast<long long>(p.n_chunks()) * h_k, want)
         << batch << " requests of 1024 positions: " << p.describe();
+    EXPECT_LE(p.n_chunks(), per_head)
+        << batch << " requests of 1024 positions need a second wave: " << p.describe();
   }
+  std::vector<int> skewed(64, 1);
+  skewed[0] = 65536;
+  const long long total = 65536 + 63;
+  const SplitKvPlan p = plan_split_kv(skewed, h_k, target, min_chunk);
+  EXPECT_LE(p.max_chunk_tokens(), (total + per_head - 1) / per_head)
+      << "one request of 65536 and 63 of 1: " << p.describe();
 }
 
 // Lengths 1 and 4000 mixed: unsplit, one block per request reads 4000 keys while the mean is
-// ~1000; the plan must bring the longest chunk down to the ideal share T / blocks_per_head
-// (rounded up) and give the same attention as the one-pass kernel.
+// ~1000. At the ideal share T / blocks_per_head (rounded up) the chunks would not fit one wave of
+// blocks, so the plan takes the shortest limit that fits one wave, no more than twice the ideal
+// share; the long requests' chunks are equal to a position, and the attention is the one-pass
+// kernel's.
 TEST(SplitKvPlan, BalancesLengthsOneAndFourThousand) {
   const std::vector<int> lens = {1, 4000, 1, 1, 4000, 1, 1, 1};
   const int h_k = 2, group = 2, target_blocks = 64;
@@ -414,7 +428,11 @@ TEST(SplitKvPlan, BalancesLengthsOneAndFourThousand) {
               "planned %s, ideal share %lld\n",
               total, per_head, 4000, static_cast<double>(total) / static_cast<double>(lens.size()),
               p.describe().c_str(), ideal);
-  EXPECT_LE(p.max_chunk_tokens(), ideal) << p.describe();
+  EXPECT_LE(p.n_chunks(), per_head) << "more chunks than one wave: " << p.describe();
+  EXPECT_LE(p.max_chunk_tokens(), 2 * ideal) << p.describe();
+  long long one_shorter = 0;  // chunks at a limit one position shorter: more than one wave
+  for (int len : lens) one_shorter += (len + p.chunk_limit - 2) / (p.chunk_limit - 1);
+  EXPECT_GT(one_shorter, per_head) << "the limit is not the shortest that fits: " << p.describe();
   // The long requests' chunks are within one position of each other: balanced, not just capped.
   int min_long = 1 << 30;
   for (int c = 0; c < p.n_chunks(); ++c) {
