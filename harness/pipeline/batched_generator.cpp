@@ -129,7 +129,7 @@ struct BatchedGenerator::Impl {
     table_stride = pages_for(context(), o.page_size);
     const int pages = o.num_pages > 0 ? o.num_pages : o.max_batch * table_stride;
     const int h_k = static_cast<int>(c.num_kv_heads);
-    target_blocks = o.split_blocks > 0 ? o.split_blocks : 2 * std::max(1, multiprocessors);
+    target_blocks = o.split_blocks > 0 ? o.split_blocks : split_kv_target_blocks(multiprocessors);
     max_chunks = o.split_blocks < 0 ? o.max_batch
                                     : max_split_kv_chunks(o.max_batch, h_k, target_blocks);
 

@@ -37,9 +37,9 @@ struct BatchedGeneratorOptions {
   int max_batch = 8;   ///< requests decoded together at most
   int page_size = 16;  ///< positions per page
   int num_pages = 0;   ///< pages in the pool; 0: enough for max_batch requests of the whole context
-  /// Decode attention: 0 splits per step with plan_split_kv() for about 2 blocks per
-  /// multiprocessor when some request is long; −1 never splits (one block per KV head and
-  /// request); > 0 always plans for this many blocks.
+  /// Decode attention: 0 splits per step with plan_split_kv() for split_kv_target_blocks()
+  /// blocks (4 per multiprocessor) when some request is longer than its share; −1 never
+  /// splits (one block per KV head and request); > 0 always plans for this many blocks.
   int split_blocks = 0;
   int min_chunk = 64;            ///< the shortest chunk a split makes (plan_split_kv)
   bool fused_attention = false;  ///< prefill with milestone 5's flash_attention

@@ -74,7 +74,7 @@ void run_attention_rows(Context& ctx, const std::vector<int>& batches, int len) 
   const Options& o = ctx.options();
   const bool one_pass = o.wants("one-pass"), split = o.wants("split");
   if (!one_pass && !split) return;
-  const int target_blocks = 2 * multiprocessors();
+  const int target_blocks = split_kv_target_blocks(multiprocessors());
   const int page_size = 16;
   std::set<std::tuple<int, int, int>> done;
   for (const Shape& sh : o.shapes) {

@@ -54,7 +54,8 @@ const CommandSpec kSpec{
         {"max-batch", "N", "with --batch: requests decoded together at most (default 8)"},
         {"split-blocks", "N",
          "with --batch: plan the split decode attention for about N blocks (-1: never split; "
-         "0, the default: twice the multiprocessors, splitting only when a request is long)"},
+         "0, the default: 4 per multiprocessor, splitting only when a request is longer than "
+         "its share)"},
         {"chat", "",
          "wrap the prompt in the chat template of the model's family (Llama 3 Instruct or "
          "Gemma 3)"},

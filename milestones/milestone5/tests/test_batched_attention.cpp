@@ -6,7 +6,9 @@
 //     when a row lands elsewhere the test says where, and which known mistake that looks like
 //     (another request's page table, another request's position, the request index as position);
 //   * batched_decode_attention gives, per request, attention over its own positions (a host
-//     reference in double), for GQA ratios 1, 2 and 4, and names the same mistakes;
+//     reference in double), for GQA ratios 1 to 12 and head dimensions 6 to 200 (each side of
+//     the kernel's float4 and register limits), and names the same mistakes;
+//   * plan_split_kv's default target fills one wave of blocks on a GPU of 132 multiprocessors;
 //   * plan_split_kv cuts a batch mixing lengths 1 and 4000 into chunks of about equal size
 //     (longest chunk against the ideal share and the mean, printed), and the split kernel with
 //     the per-request merge equals the one-pass kernel and the reference.
@@ -304,8 +306,9 @@ std::string diagnose_attention(const Batch& bt, const std::vector<float>& hk,
   return "no known mistake reproduces it";
 }
 
-void run_attention_case(const std::vector<int>& lens, int h_k, int group, uint64_t seed) {
-  const int h_d = 16, n_heads = h_k * group;
+void run_attention_case(const std::vector<int>& lens, int h_k, int group, uint64_t seed,
+                        int h_d = 16) {
+  const int n_heads = h_k * group;
   Batch bt(lens, h_k, h_d, 4);
   std::vector<float> hk, hv;
   bt.fill(seed, lens, hk, hv);
@@ -338,6 +341,21 @@ TEST(BatchedDecodeAttention, RaggedBatchMatchesTheReferencePerRequest) {
   }
 }
 
+// The kernel reads a row with 2 to 32 lanes by head dimension (8 floats each, in float4 pieces,
+// or scalars when h_d is not a multiple of 4, pieces past h_d masked) and a block serves at most
+// 8 query heads: every lane count, and groups on each side of that limit, Llama's 128 with GQA 4
+// among them.
+TEST(BatchedDecodeAttention, HeadDimensionsAndLargeGroups) {
+  const std::vector<int> lens = {1, 5, 33, 64, 100, 7};
+  const struct {
+    int h_d, group;
+  } cases[] = {{128, 4}, {6, 2}, {24, 1}, {200, 3}, {64, 12}, {36, 8}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE("head_dim " + std::to_string(c.h_d) + ", GQA ratio " + std::to_string(c.group));
+    run_attention_case(lens, 2, c.group, 4350 + static_cast<uint64_t>(c.h_d), c.h_d);
+  }
+}
+
 // ---- balanced split-KV ------------------------------------------------------------------------
 
 TEST(SplitKvPlan, CoversEveryRequestInOrderWithinTheLimit) {
@@ -367,9 +385,38 @@ TEST(SplitKvPlan, CoversEveryRequestInOrderWithinTheLimit) {
   }
 }
 
+// Decode attention only streams K and V: the default target is one wave of the kernel's blocks
+// on a 132-multiprocessor GPU (4 per multiprocessor), and uniform batches of 1024 positions are
+// planned into at most one wave that is mostly full, unless min_chunk stops it first. A batch
+// whose one long request would need chunks of more than twice the ideal share to fit one wave
+// is cut at the ideal share instead.
+TEST(SplitKvPlan, DefaultTargetFillsOneWave) {
+  const int h_k = 8, min_chunk = 64, target = split_kv_target_blocks(132);
+  const int per_head = target / h_k;
+  EXPECT_GE(target, 4 * 132) << "fewer than 4 blocks per multiprocessor";
+  for (int batch : {1, 4, 16, 64}) {
+    const std::vector<int> lens(static_cast<size_t>(batch), 1024);
+    const SplitKvPlan p = plan_split_kv(lens, h_k, target, min_chunk);
+    const long long total = 1024LL * batch;
+    const long long want = std::min<long long>(3 * target / 4, h_k * (total / min_chunk));
+    EXPECT_GE(static_cast<long long>(p.n_chunks()) * h_k, want)
+        << batch << " requests of 1024 positions: " << p.describe();
+    EXPECT_LE(p.n_chunks(), per_head)
+        << batch << " requests of 1024 positions need a second wave: " << p.describe();
+  }
+  std::vector<int> skewed(64, 1);
+  skewed[0] = 65536;
+  const long long total = 65536 + 63;
+  const SplitKvPlan p = plan_split_kv(skewed, h_k, target, min_chunk);
+  EXPECT_LE(p.max_chunk_tokens(), (total + per_head - 1) / per_head)
+      << "one request of 65536 and 63 of 1: " << p.describe();
+}
+
 // Lengths 1 and 4000 mixed: unsplit, one block per request reads 4000 keys while the mean is
-// ~1000; the plan must bring the longest chunk down to the ideal share T / blocks_per_head
-// (rounded up) and give the same attention as the one-pass kernel.
+// ~1000. At the ideal share T / blocks_per_head (rounded up) the chunks would not fit one wave of
+// blocks, so the plan takes the shortest limit that fits one wave, no more than twice the ideal
+// share; the long requests' chunks are equal to a position, and the attention is the one-pass
+// kernel's.
 TEST(SplitKvPlan, BalancesLengthsOneAndFourThousand) {
   const std::vector<int> lens = {1, 4000, 1, 1, 4000, 1, 1, 1};
   const int h_k = 2, group = 2, target_blocks = 64;
@@ -381,7 +428,11 @@ TEST(SplitKvPlan, BalancesLengthsOneAndFourThousand) {
               "planned %s, ideal share %lld\n",
               total, per_head, 4000, static_cast<double>(total) / static_cast<double>(lens.size()),
               p.describe().c_str(), ideal);
-  EXPECT_LE(p.max_chunk_tokens(), ideal) << p.describe();
+  EXPECT_LE(p.n_chunks(), per_head) << "more chunks than one wave: " << p.describe();
+  EXPECT_LE(p.max_chunk_tokens(), 2 * ideal) << p.describe();
+  long long one_shorter = 0;  // chunks at a limit one position shorter: more than one wave
+  for (int len : lens) one_shorter += (len + p.chunk_limit - 2) / (p.chunk_limit - 1);
+  EXPECT_GT(one_shorter, per_head) << "the limit is not the shortest that fits: " << p.describe();
   // The long requests' chunks are within one position of each other: balanced, not just capped.
   int min_long = 1 << 30;
   for (int c = 0; c < p.n_chunks(); ++c) {
