@@ -380,6 +380,11 @@ size_t flash_attention_shared_bytes(int n_heads, int n_kv_heads, int head_dim) {
   return c.shared_floats(group) * sizeof(float);
 }
 
+int flash_attention_tile(int n_heads, int n_kv_heads, int head_dim) {
+  if (n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0 || n_heads % n_kv_heads != 0) return 0;
+  return choose_config(n_heads / n_kv_heads, head_dim).tile;
+}
+
 void flash_attention(const float* q, const float* k, const float* v, float* out, int s,
                      int n_heads, int n_kv_heads, int head_dim, cudaStream_t stream) {
   if (s < 0 || n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0) {

@@ -323,6 +323,10 @@ void flash_attention(const float* q, const float* k, const float* v, float* out,
 /// Bytes of shared memory one flash_attention() block uses for these shapes (0 for invalid ones).
 size_t flash_attention_shared_bytes(int n_heads, int n_kv_heads, int head_dim);
 
+/// The tile flash_attention() uses for these shapes: kFlashAttentionTile, or half of it where a
+/// block of the full tile would not fit; 0 for shapes it refuses.
+int flash_attention_tile(int n_heads, int n_kv_heads, int head_dim);
+
 // ---- milestone 5 (extension): batched decode over a shared page pool ------------------------
 
 /// One layer's K and V for a *batch* of requests that share one pool of pages.

@@ -300,7 +300,8 @@ void run_flash_attention(Context& ctx) {
                                sh.n_kv_heads, sh.head_dim);
     });
     const double sd = static_cast<double>(s), heads = sh.n_heads, hd = sh.head_dim;
-    const double tile = kernels::kFlashAttentionTile, tiles = std::ceil(sd / tile);
+    const double tile = kernels::flash_attention_tile(sh.n_heads, sh.n_kv_heads, sh.head_dim);
+    const double tiles = std::ceil(sd / tile);
     // Q·Kᵀ and P·V over the tile pairs on and below the diagonal only: n(n+1)/2 of n² for
     // n = ceil(s / tile), 2·tile²·h_d each per query head.
     const double pairs = tiles * (tiles + 1) / 2;
