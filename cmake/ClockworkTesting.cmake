@@ -1,7 +1,8 @@
 # Test registration. One ctest entry per test binary (not per test case), so a label's run pays
 # each binary's start-up once; GoogleTest prints every case and its failure messages.
 
-# Labels every test gets, so `ctest -L sim` / `ctest -L cuda` select a backend.
+# Labels every test gets, so `ctest -L sim` / `ctest -L '^cuda$'` select a backend (-L takes a
+# regular expression: a bare `cuda` also matches the label `cudasim`).
 set(CLOCKWORK_SKIP_REGEX "CLOCKWORK-SKIP:")
 
 function(_clockwork_register_test test_name target labels timeout)
