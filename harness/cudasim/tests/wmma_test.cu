@@ -41,11 +41,13 @@ static_assert(wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major
 static_assert(wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major>::num_elements == 16);
 static_assert(wmma::fragment<wmma::accumulator, 16, 16, 16, float>::num_elements == 8);
 static_assert(wmma::fragment<wmma::accumulator, 16, 16, 16, __half>::num_elements == 8);
+#if WMMA_TARGET_OK  // CUDA declares __nv_bfloat16 fragments for compute capability 8.0 and up
 static_assert(wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major>::num_elements == 8);
 static_assert(wmma::fragment<wmma::matrix_a, 32, 8, 16, __nv_bfloat16, wmma::row_major>::num_elements == 16);
 static_assert(wmma::fragment<wmma::matrix_b, 32, 8, 16, __nv_bfloat16, wmma::row_major>::num_elements == 4);
 static_assert(wmma::fragment<wmma::matrix_a, 8, 32, 16, __nv_bfloat16, wmma::col_major>::num_elements == 4);
 static_assert(wmma::fragment<wmma::matrix_b, 8, 32, 16, __nv_bfloat16, wmma::col_major>::num_elements == 16);
+#endif
 static_assert(wmma::fragment<wmma::matrix_a, 32, 8, 16, __half, wmma::row_major>::num_elements == 16);
 static_assert(wmma::fragment<wmma::matrix_b, 32, 8, 16, __half, wmma::row_major>::num_elements == 16);
 
