@@ -418,7 +418,6 @@ std::string piece_bytes(const std::string& piece) {
   return out;
 }
 
-
 // One entry of added_tokens: its path for errors, its text, its id (checked < total) and its
 // "special" flag (false when absent).
 struct AddedToken {
