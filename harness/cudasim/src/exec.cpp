@@ -774,7 +774,7 @@ void note_spin(Worker& w, const char* why, const void* pc) {
 
 // ---- entry points used by cudasim.h -------------------------------------------------------------
 
-int block_barrier(int pred, const char* what, const std::source_location& where) {
+int block_barrier(int pred, const char* what, std::source_location where) {
   check::RuntimeCode runtime;
   Lane& l = *tl_lane;
   Worker& w = *tl_worker;
@@ -796,7 +796,7 @@ int block_barrier(int pred, const char* what, const std::source_location& where)
 }
 
 uint64_t warp_sync(WarpOp op, unsigned mask, int pred, uint64_t value, unsigned src, const char* what,
-                   const std::source_location& where) {
+                   std::source_location where) {
   check::RuntimeCode runtime;
   const char* file = where.file_name();
   const unsigned line = where.line();
@@ -848,7 +848,7 @@ thread_local const WmmaOperands* t_wmma_operands[kMaxThreadsPerBlock];
 // Lanes of warp `wi` that the block has.
 unsigned warp_width(const Worker& w, unsigned wi) { return std::min(32u, w.block.nthreads - wi * 32); }
 
-void wmma_whole_warp(Worker& w, const Lane& l, const char* what, const std::source_location& where) {
+void wmma_whole_warp(Worker& w, const Lane& l, const char* what, std::source_location where) {
   const unsigned wi = l.linear / 32, width = warp_width(w, wi);
   if (width == 32) return;
   fatal(kernel_str(w) + ", warp " + std::to_string(wi) + ", " + thread_str(l) + ": " + what + " at " +
@@ -870,14 +870,14 @@ float wmma_get(WmmaType t, const void* x, unsigned slot) {
 }
 }  // namespace
 
-void wmma_meet(const char* what, const std::source_location& where) {
+void wmma_meet(const char* what, std::source_location where) {
   check::RuntimeCode runtime;
   Lane& l = *tl_lane;
   wmma_whole_warp(*tl_worker, l, what, where);
   warp_sync(WarpOp::Shuffle, ~0u, 0, 0, l.linear & 31u, what, where);
 }
 
-void wmma_mma(const WmmaShape& s, const WmmaOperands& mine, const char* what, const std::source_location& where) {
+void wmma_mma(const WmmaShape& s, const WmmaOperands& mine, const char* what, std::source_location where) {
   check::RuntimeCode runtime;
   Lane& l = *tl_lane;
   Worker& w = *tl_worker;
@@ -908,7 +908,7 @@ void wmma_mma(const WmmaShape& s, const WmmaOperands& mine, const char* what, co
   warp_sync(WarpOp::Shuffle, ~0u, 0, 0, lane, what, where);
 }
 
-void wmma_refuse(const char* what, const std::source_location& where, const char* problem) {
+void wmma_refuse(const char* what, std::source_location where, const char* problem) {
   check::RuntimeCode runtime;
   const Lane& l = *tl_lane;
   Worker& w = *tl_worker;
@@ -916,7 +916,7 @@ void wmma_refuse(const char* what, const std::source_location& where, const char
         where.file_name() + ":" + std::to_string(where.line()) + ": " + problem);
 }
 
-void* shared_alloc(size_t bytes, size_t align, size_t elem_bytes, const char* name, const std::source_location& where) {
+void* shared_alloc(size_t bytes, size_t align, size_t elem_bytes, const char* name, std::source_location where) {
   Worker& w = *tl_worker;
   const char* file = where.file_name();
   const unsigned line = where.line();
@@ -943,7 +943,7 @@ void* shared_alloc(size_t bytes, size_t align, size_t elem_bytes, const char* na
 }
 
 void* shared_slot(const void* key, size_t bytes, size_t align, size_t elem_bytes, const char* name,
-                  const std::source_location& where) {
+                  std::source_location where) {
   check::RuntimeCode runtime;
   Worker& w = *tl_worker;
   for (const auto& [k, p] : w.shared_slots) {
@@ -1009,7 +1009,7 @@ void thread_fence() {
   spin_yield_at("__threadfence", __builtin_return_address(0));
 }
 
-void trap(const char* what, const std::source_location& where) {
+void trap(const char* what, std::source_location where) {
   check::RuntimeCode runtime;
   const char* file = where.file_name();
   const unsigned line = where.line();

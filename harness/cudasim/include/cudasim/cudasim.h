@@ -226,7 +226,7 @@ namespace detail {
 /// The storage of the `__shared__` declaration identified by `key` for the running block, made on
 /// first use (checked builds: the declaration's extent and name go to the checker).
 void* shared_slot(const void* key, size_t bytes, size_t align, size_t elem_bytes, const char* name,
-                  const std::source_location& where);
+                  std::source_location where);
 /// Start of the running block's dynamic shared memory; `name` and the element size are recorded
 /// for the checker's messages.
 void* dynamic_shared_named(const char* name, size_t elem_bytes);
@@ -381,7 +381,7 @@ inline constexpr int warpSize = 32;
 
 namespace cudasim::detail {
 using Loc = std::source_location;
-inline int syncthreads_with(int pred, const char* what, const Loc& l) { return block_barrier(pred, what, l); }
+inline int syncthreads_with(int pred, const char* what, Loc l) { return block_barrier(pred, what, l); }
 CUDASIM_STATE_READ int block_threads() { return static_cast<int>(tl_block->nthreads); }
 }  // namespace cudasim::detail
 
@@ -411,7 +411,7 @@ CUDASIM_STATE_READ unsigned lane_id() { return tl_lane->linear & 31u; }
 // All lanes named in `mask` deposit `v`, meet, then each gets lane `src_of(lane)`'s deposit. A
 // source lane that did not take part yields poison (all bits set), as its value is undefined.
 template <class T, class Src>
-T shuffle(unsigned mask, T v, Src src_of, const char* what, const Loc& l) {
+T shuffle(unsigned mask, T v, Src src_of, const char* what, Loc l) {
   static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "shuffles move at most 8 bytes");
   uint64_t bits = 0;
   std::memcpy(&bits, static_cast<const void*>(&v), sizeof(T));
@@ -421,11 +421,11 @@ T shuffle(unsigned mask, T v, Src src_of, const char* what, const Loc& l) {
   std::memcpy(static_cast<void*>(&r), &got, sizeof(T));
   return r;
 }
-inline int vote(WarpOp op, unsigned mask, int pred, const char* what, const Loc& l) {
+inline int vote(WarpOp op, unsigned mask, int pred, const char* what, Loc l) {
   return static_cast<int>(warp_sync(op, mask, pred != 0, 0, 0, what, l));
 }
 template <class T>
-T warp_combine(WarpOp op, unsigned mask, T v, const char* what, const Loc& l) {
+T warp_combine(WarpOp op, unsigned mask, T v, const char* what, Loc l) {
   static_assert(sizeof(T) <= 8 && std::is_integral_v<T>, "warp reductions take integers");
   const uint64_t bits = static_cast<uint64_t>(static_cast<std::make_unsigned_t<T>>(v));
   return static_cast<T>(warp_sync(op, mask, std::is_signed_v<T>, bits, 0, what, l));
@@ -675,7 +675,7 @@ inline void __threadfence_system() { cudasim::detail::thread_fence(); }
 inline void __nanosleep(unsigned) { cudasim::detail::spin_yield("__nanosleep"); }
 
 namespace cudasim::detail {
-[[noreturn]] void trap(const char* what, const std::source_location& where);
+[[noreturn]] void trap(const char* what, std::source_location where);
 }  // namespace cudasim::detail
 /// Stops the kernel with a diagnostic naming the thread, as a GPU reports an illegal instruction.
 [[noreturn]] inline void __trap(std::source_location l = std::source_location::current()) {

@@ -65,13 +65,15 @@ inline thread_local Block* tl_block = nullptr;
 inline thread_local Lane* tl_lane = nullptr;
 
 // Provided by the runtime library. Call sites are passed whole: the runtime reads them (code
-// compiled for checking would have its reads of them checked).
+// compiled for checking would have its reads of them checked). They are passed by value, one
+// pointer in a register: a reference would need a temporary on the kernel's stack, whose every
+// write the checker is called for.
 /// Waits at a block barrier; returns the number of threads whose predicate was non-zero.
-int block_barrier(int pred, const char* what, const std::source_location& where);
+int block_barrier(int pred, const char* what, std::source_location where);
 /// Waits until every lane of `mask` has arrived; returns what `op` computes for the caller.
 uint64_t warp_sync(WarpOp op, unsigned mask, int pred, uint64_t value, unsigned src, const char* what,
-                   const std::source_location& where);
-void* shared_alloc(size_t bytes, size_t align, size_t elem_bytes, const char* name, const std::source_location& where);
+                   std::source_location where);
+void* shared_alloc(size_t bytes, size_t align, size_t elem_bytes, const char* name, std::source_location where);
 /// Lets the other threads of the block run before the caller goes on: the caller is in a
 /// spin-wait (`why` says which kind) that may wait for one of them.
 void spin_yield(const char* why);

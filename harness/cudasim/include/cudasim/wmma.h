@@ -55,12 +55,12 @@ struct WmmaShape {
 
 /// The lanes of the caller's warp meet at a warp-collective wmma call (`what` at `where`): every
 /// lane of a whole warp must make it.
-void wmma_meet(const char* what, const std::source_location& where);
+void wmma_meet(const char* what, std::source_location where);
 /// One lane's part of mma_sync: the warp's lanes meet, each computes its own elements of D from
 /// all lanes' A, B and C, and they meet again before any lane may change a fragment.
-void wmma_mma(const WmmaShape& shape, const WmmaOperands& mine, const char* what, const std::source_location& where);
+void wmma_mma(const WmmaShape& shape, const WmmaOperands& mine, const char* what, std::source_location where);
 /// Stops the kernel: `what` at `where` breaks a rule of the API (`problem` says which).
-[[noreturn]] void wmma_refuse(const char* what, const std::source_location& where, const char* problem);
+[[noreturn]] void wmma_refuse(const char* what, std::source_location where, const char* problem);
 
 template <class T>
 constexpr WmmaType wmma_type() {
@@ -144,7 +144,7 @@ CUDASIM_WMMA_INLINE void fill_fragment(fragment<Use, m, n, k, T, Layout>& f, con
 namespace detail {
 template <class T>
 CUDASIM_WMMA_INLINE void check_pointer_and_ldm(const char* what, const void* p, unsigned ldm,
-                                                const std::source_location& l) {
+                                                std::source_location l) {
   char problem[256];
   if (reinterpret_cast<uintptr_t>(p) % 32 != 0) {
     std::snprintf(problem, sizeof problem,
