@@ -245,6 +245,7 @@ struct ThreadState {
   bool profile = false;  // counting mode: accesses go to profile.cpp too
   bool fast4 = false;       // races and bounds checked, no counting: shared_fast4() applies
   bool fast4_race = false;  // races checked, bounds not, no counting: so does it, without bounds
+  bool count_fast = false;  // counting with bounds checked or nothing: see shared_fast4()
   unsigned checks = 0;
   const Lane* lanes = nullptr;
   unsigned nthreads = 0;
@@ -253,6 +254,7 @@ struct ThreadState {
   // Shared memory: [arena, arena + capacity) static, then a page, then the dynamic region, which
   // ends at `window_end`; the dynamic data is [dyn_lo, dyn_lo + dyn_bytes).
   uintptr_t arena = 0, window_end = 0, dyn_lo = 0;
+  size_t window_words = 0;  // (window_end - arena) / 4
   size_t capacity = 0, dyn_bytes = 0, arena_marked = 0;
   const char* dyn_name = nullptr;
   size_t dyn_elem = 0;
@@ -266,6 +268,11 @@ struct ThreadState {
   const void** spin_addr = nullptr;  // per lane: spin-wait detection in atomics and volatile reads
   unsigned* spin_count = nullptr;
   uintptr_t tls_lo = 0, tls_hi = 0;
+  // Counting with bounds checked: the last two device buffers (the part a kernel was given) whose
+  // bounds an access passed in this block.
+  // A block's buffers cannot be freed while it runs; the cache is emptied when a block begins.
+  uintptr_t seen_lo[2] = {}, seen_hi[2] = {};
+  unsigned seen_next = 0;
 };
 namespace {
 
@@ -661,6 +668,11 @@ void global_access(ThreadState& s, uintptr_t off, uintptr_t a, size_t size, bool
     }
   }
   if (!al) return;
+  if (s.count_fast) {  // bounds passed: later 4-byte accesses to this buffer are counted by shared_fast4()
+    s.seen_lo[s.seen_next] = al->view_lo;
+    s.seen_hi[s.seen_next] = al->view_hi;
+    s.seen_next ^= 1;
+  }
   if (s.checks & kCheckInit) {
     if (!write || atomic) {
       if (!al->fully_written.load(std::memory_order_relaxed) && !bits_set(off, size)) {
@@ -762,8 +774,9 @@ void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const vo
 [[gnu::always_inline]] inline bool shared_fast_word(ThreadState& s, uintptr_t a, bool write, bool bounds, bool race,
                                                     const void* pc) {
   const uintptr_t off = a - s.arena;
-  if (off >= s.window_end - s.arena || (a & 3)) return false;
-  const size_t i = off >> 2;
+  // The word's index, with a misalignment rotated into the top bits: one comparison rejects both.
+  const size_t i = (off >> 2) | (off << 62);
+  if (i >= s.window_words) return false;
   SharedCell& c = s.cells[i];
   if (bounds && (off < s.capacity ? c.owner == 0 : (a < s.dyn_lo || a + 4 > s.dyn_lo + s.dyn_bytes))) return false;
   if (!race) return true;
@@ -777,7 +790,8 @@ void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const vo
 
 // Counting mode: global and shared accesses go to the profiler; the rest is not memory traffic
 // (the thread's stack, the parameters, __constant__ and __device__ variables).
-[[gnu::noinline]] void profile_access(ThreadState& s, uintptr_t a, size_t size, bool write, bool atomic, const void* pc) {
+[[gnu::always_inline]] inline void profile_access_inline(ThreadState& s, uintptr_t a, size_t size, bool write, bool atomic,
+                                                         const void* pc) {
   const Lane* l = tl_lane;
   if (!l) return;
   profile::Kind kind;
@@ -789,6 +803,9 @@ void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const vo
     return;
   }
   profile::access(kind, l->linear, a, size, pc);
+}
+[[gnu::noinline]] void profile_access(ThreadState& s, uintptr_t a, size_t size, bool write, bool atomic, const void* pc) {
+  profile_access_inline(s, a, size, write, atomic, pc);
 }
 
 [[gnu::always_inline]] inline void access_checked(ThreadState* s, const void* p, size_t size, bool write, bool atomic,
@@ -805,10 +822,23 @@ void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const vo
   access_slow(s, a, size, write, atomic, aligned, pc);
 }
 
+// Counting mode, plain aligned accesses of any size to device memory: counted at once when
+// nothing is checked, or when the access lies in a buffer whose bounds an earlier access of this
+// block passed (ThreadState::seen_lo); false leaves the access to the general path.
+[[gnu::always_inline]] inline bool count_global_fast(ThreadState& s, uintptr_t a, size_t size, bool write, const void* pc) {
+  const Lane* l = tl_lane;
+  if ((a & (size - 1)) || !l) return false;
+  const bool seen = (a >= s.seen_lo[0] && a + size <= s.seen_hi[0]) || (a >= s.seen_lo[1] && a + size <= s.seen_hi[1]);
+  if (!seen && (s.checks || region_offset(a) == ~uintptr_t{0})) return false;
+  profile::access(write ? profile::kGlobalStore : profile::kGlobalLoad, l->linear, a, size, pc);
+  return true;
+}
+
 [[gnu::always_inline]] inline void access(const void* p, size_t size, bool write, bool atomic, bool aligned,
                                           const void* pc) {
   ThreadState* s = tl_checked;
   if (!s) return;
+  if (s->count_fast && !atomic && count_global_fast(*s, reinterpret_cast<uintptr_t>(p), size, write, pc)) return;
   access_checked(s, p, size, write, atomic, aligned, pc);
 }
 
@@ -822,13 +852,28 @@ void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const vo
 
 // Plain aligned 4-byte accesses of shared memory with races and bounds checked, and no counting:
 // most of a tiled kernel's accesses. The conditions that do not depend on the address are folded
-// into one flag (ThreadState::fast4); false for anything else (no checked kernel code running
-// included), leaving it to access_rest().
+// into one flag (ThreadState::fast4); true as well when no checked kernel code runs, false for
+// anything else, leaving it to access_rest(). Counting mode (with bounds checked, its default, or no
+// checks) counts them here too, without the calls of the general path: shared memory once its
+// bounds are checked, and global memory when nothing is checked.
 [[gnu::always_inline]] inline bool shared_fast4(const void* p, bool write, const void* pc) {
   ThreadState* s = tl_checked;
-  if (!s) return false;
-  if (__builtin_expect(s->fast4, 1)) return shared_fast_word(*s, reinterpret_cast<uintptr_t>(p), write, true, true, pc);
-  if (s->fast4_race) return shared_fast_word(*s, reinterpret_cast<uintptr_t>(p), write, false, true, pc);
+  if (!s) return true;  // no checked kernel code running: nothing to do
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  if (__builtin_expect(s->fast4, 1)) return shared_fast_word(*s, a, write, true, true, pc);
+  if (s->count_fast) {
+    if (a - s->arena < s->window_end - s->arena) {
+      if (s->checks && !shared_fast_word(*s, a, write, true, false, pc)) return false;
+      profile::access(write ? profile::kSharedStore : profile::kSharedLoad, tl_lane->linear, a, 4, pc);
+      return true;
+    }
+    if (s->checks) {  // bounds: a buffer whose bounds were checked in this block, or the general path
+      return count_global_fast(*s, a, 4, write, pc);
+    }
+    profile_access_inline(*s, a, 4, write, false, pc);
+    return true;
+  }
+  if (s->fast4_race) return shared_fast_word(*s, a, write, false, true, pc);
   return false;
 }
 
@@ -893,6 +938,8 @@ void block_begin(const BlockInfo& b) {
   s.profile = profile::g_launch_profiled;
   s.fast4 = !s.profile && (s.checks & (kCheckRace | kCheckBounds)) == (kCheckRace | kCheckBounds);
   s.fast4_race = !s.profile && (s.checks & (kCheckRace | kCheckBounds)) == kCheckRace;
+  s.count_fast = s.profile && (s.checks & ~kCheckBounds) == 0;
+  s.seen_lo[0] = s.seen_lo[1] = s.seen_hi[0] = s.seen_hi[1] = 0;
   if (s.profile) profile::block_begin(b.nthreads);
   s.lanes = b.lanes;
   s.nthreads = b.nthreads;
@@ -904,6 +951,7 @@ void block_begin(const BlockInfo& b) {
   // The window ends with the guard page after the dynamic region: an access there is out of the
   // dynamic region's bounds (the scheduler puts the region's end at that page).
   s.window_end = s.arena + 2 * s.capacity + 2 * kPageBytes;
+  s.window_words = (s.window_end - s.arena) / 4;
   s.dyn_lo = reinterpret_cast<uintptr_t>(b.dynamic_shared);
   s.dyn_bytes = b.dynamic_bytes;
   s.dyn_name = nullptr;

@@ -68,6 +68,8 @@ constinit thread_local LaneLogs tl_logs;
 
 namespace {
 
+constexpr uint64_t kLowBits = (uint64_t{1} << kTopShift) - 1;
+
 struct Stats {
   uint64_t requests = 0, lanes = 0, bytes = 0, transactions = 0, ideal = 0;
   void add(const Stats& o) {
@@ -248,6 +250,78 @@ bool count_simple(Stats& st, bool global, const Lanes& g) {
   return true;
 }
 
+// count_simple() for a full warp's entry of a log (one site, every lane), read in place: the
+// usual instruction of a loop, so the lanes are scanned with four independent minima, maxima and
+// masks. The top byte of each entry is the lane's size: the entries' AND and OR agree on it when
+// every lane has the same size. Returns false when count_group() must count it.
+bool count_full_slot(Stats& st, bool global, const LogSlot& slot) {
+  uint64_t mn0 = slot.addr[0], mn1 = slot.addr[1], mn2 = slot.addr[2], mn3 = slot.addr[3];
+  uint64_t mx0 = mn0, mx1 = mn1, mx2 = mn2, mx3 = mn3, and0 = mn0, and1 = mn1, and2 = mn2, and3 = mn3;
+  uint64_t or0 = mn0, or1 = mn1, or2 = mn2, or3 = mn3;
+  for (unsigned l = 4; l < 32; l += 4) {
+    const uint64_t v0 = slot.addr[l], v1 = slot.addr[l + 1], v2 = slot.addr[l + 2], v3 = slot.addr[l + 3];
+    mn0 = std::min(mn0, v0), mn1 = std::min(mn1, v1), mn2 = std::min(mn2, v2), mn3 = std::min(mn3, v3);
+    mx0 = std::max(mx0, v0), mx1 = std::max(mx1, v1), mx2 = std::max(mx2, v2), mx3 = std::max(mx3, v3);
+    and0 &= v0, and1 &= v1, and2 &= v2, and3 &= v3;
+    or0 |= v0, or1 |= v1, or2 |= v2, or3 |= v3;
+  }
+  const uint64_t lo_v = std::min(std::min(mn0, mn1), std::min(mn2, mn3));
+  const uint64_t hi_v = std::max(std::max(mx0, mx1), std::max(mx2, mx3));
+  const uint64_t and_v = and0 & and1 & and2 & and3, or_v = or0 | or1 | or2 | or3;
+  const auto size = static_cast<unsigned>(or_v >> kTopShift);
+  if ((and_v >> kTopShift) != size || size > 16 || size == 0 || (size & (size - 1)) || (or_v & (size - 1))) return false;
+  const uintptr_t lo = lo_v & kLowBits, hi = hi_v & kLowBits;
+  if (!global) {
+    if (size > 4 || (hi >> 2) - (lo >> 2) >= 32) return false;
+    ++st.requests;
+    st.lanes += 32;
+    st.bytes += uint64_t{32} * size;
+    ++st.transactions;
+    ++st.ideal;
+    return true;
+  }
+  // Lanes in address order (a broadcast, a row, a column read down a matrix): each new sector or
+  // element shows as a change from the previous lane, so no set is needed however far apart.
+  // Aligned accesses of one size up to 16 bytes never straddle a sector.
+  {
+    uintptr_t prev = slot.addr[0] & kLowBits;
+    unsigned ordered = 1, nsec = 1, nel = 1;
+    for (unsigned l = 1; l < 32; ++l) {
+      const uintptr_t a = slot.addr[l] & kLowBits;
+      ordered &= a >= prev;
+      nsec += (a >> 5) != (prev >> 5);
+      nel += a != prev;
+      prev = a;
+    }
+    if (ordered) {
+      ++st.requests;
+      st.lanes += 32;
+      st.bytes += uint64_t{32} * size;
+      st.transactions += nsec;
+      st.ideal += (uint64_t{nel} * size + 31) / 32;
+      return true;
+    }
+  }
+  if ((hi >> 5) - (lo >> 5) >= 512 || (hi - lo) / size >= 512) return false;
+  uint64_t sectors[8] = {}, elements[8] = {};
+  const unsigned shift = static_cast<unsigned>(__builtin_ctz(size));
+  for (unsigned l = 0; l < 32; ++l) {
+    const uintptr_t a = slot.addr[l] & kLowBits;
+    const uintptr_t sec = (a >> 5) - (lo >> 5), el = (a - lo) >> shift;
+    sectors[sec >> 6] |= uint64_t{1} << (sec & 63);
+    elements[el >> 6] |= uint64_t{1} << (el & 63);
+  }
+  uint64_t nsec = 0, nel = 0;
+  for (unsigned i = 0; i <= ((hi >> 5) - (lo >> 5)) >> 6; ++i) nsec += static_cast<uint64_t>(__builtin_popcountll(sectors[i]));
+  for (unsigned i = 0; i <= ((hi - lo) >> shift) >> 6; ++i) nel += static_cast<uint64_t>(__builtin_popcountll(elements[i]));
+  ++st.requests;
+  st.lanes += 32;
+  st.bytes += uint64_t{32} * size;
+  st.transactions += nsec;
+  st.ideal += (nel * size + 31) / 32;
+  return true;
+}
+
 void count_group(Site& s, const Lanes& g) {
   Stats& st = s.stats;
   if (count_simple(st, is_global(s.kind), g)) return;
@@ -410,7 +484,6 @@ size_t find_site(Warp& warp, const void* pc, Kind kind, size_t hint) {
 
 // One access of a lane whose warp's logs differed: it joins occurrence n of its site among the
 // warp's open instructions, which is counted when complete or at the barrier.
-constexpr uint64_t kLowBits = (uint64_t{1} << kTopShift) - 1;
 const void* pc_of(uint64_t key) { return reinterpret_cast<const void*>(static_cast<uintptr_t>(key & kLowBits)); }
 
 // Lane `bit`'s entry at one position.
@@ -513,6 +586,9 @@ void drain(ThreadProfile& t, unsigned w) {
         break;
       }
       if (warp.full == ~0u) {  // a full warp: a loop the compiler vectorises
+        warp.hint = find_site(warp, pc_of(key), static_cast<Kind>(key >> kTopShift), warp.hint);
+        Site& site = warp.sites[warp.hint];
+        if (count_full_slot(site.stats, is_global(site.kind), slot)) continue;
         for (unsigned l = 0; l < 32; ++l) {
           g.addr[l] = slot.addr[l] & kLowBits;
           g.size[l] = static_cast<uint8_t>(slot.addr[l] >> kTopShift);
