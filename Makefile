@@ -24,6 +24,10 @@ TEST_PACKAGES := clang-14 libclang-rt-14-dev
 PACKAGES := cmake ninja-build g++ make pkg-config ccache libgtest-dev libboost-context-dev \
             nlohmann-json3-dev libpcre2-dev libtorch-dev \
             $(DOC_PACKAGES) $(TEST_PACKAGES)
+# GCC's plugin headers, for the CPU backend's FLOP counter (counting mode): the package is named
+# after GCC's major version (12 on Debian 12, also before g++ is installed).
+GCC_MAJOR := $(shell gcc -dumpversion 2>/dev/null | cut -d. -f1)
+PACKAGES += gcc-$(or $(GCC_MAJOR),12)-plugin-dev
 
 # The CUDA headers the CPU backend compiles against: the CUDA toolkit's when it is installed,
 # otherwise those of NVIDIA's header wheels on PyPI, fetched with pip into .cuda-headers/ (pinned

@@ -51,6 +51,35 @@ if(CLOCKWORK_CUDASIM_CHECK AND NOT CUDASIM_CAN_CHECK)
   set(CLOCKWORK_CUDASIM_CHECK OFF)
 endif()
 
+# FLOPs in counting mode: a GCC plugin (harness/cudasim/flops) makes checked code count its
+# floating-point operations (the arithmetic in cudasim's own headers aside). It needs GCC's plugin
+# headers (Debian: gcc-12-plugin-dev); without them counting mode reports FLOPs only where the
+# program declares them (cudasim::profile_flops). A build that reuses another
+# (CLOCKWORK_FRAMEWORK_BUILD) loads that build's plugin.
+set(CUDASIM_FLOPS_PLUGIN "")
+if(CLOCKWORK_CUDASIM_CHECK AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  if(CLOCKWORK_FRAMEWORK_BUILD AND EXISTS "${CLOCKWORK_FRAMEWORK_BUILD}/lib/cudasim_flops.so")
+    set(CUDASIM_FLOPS_PLUGIN "${CLOCKWORK_FRAMEWORK_BUILD}/lib/cudasim_flops.so")
+  else()
+    execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=plugin
+                    OUTPUT_VARIABLE _cudasim_plugin_dir OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(EXISTS "${_cudasim_plugin_dir}/include/gcc-plugin.h")
+      add_library(cudasim_flops MODULE ${PROJECT_SOURCE_DIR}/harness/cudasim/flops/flops_plugin.cpp)
+      target_include_directories(cudasim_flops SYSTEM PRIVATE "${_cudasim_plugin_dir}/include")
+      target_compile_options(cudasim_flops PRIVATE -fno-rtti)
+      set_target_properties(cudasim_flops PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/lib)
+      set(CUDASIM_FLOPS_PLUGIN "${PROJECT_BINARY_DIR}/lib/cudasim_flops.so")
+    else()
+      message(STATUS "cudasim: no GCC plugin headers (${_cudasim_plugin_dir}/include; Debian: gcc-"
+                     "<version>-plugin-dev): counting mode will not count FLOPs")
+    endif()
+  endif()
+  if(CUDASIM_FLOPS_PLUGIN)
+    list(APPEND CUDASIM_CHECK_FLAGS -fplugin=${CUDASIM_FLOPS_PLUGIN}
+         -fplugin-arg-cudasim_flops-skip=${CUDASIM_INCLUDE_DIR} -DCUDASIM_COUNTS_FLOPS)
+  endif()
+endif()
+
 # cudasim_target_sources(<target> [CHECKED] <files>...)
 #   Adds sources to <target> for the CPU backend: .cu files through the rewriter (instrumented for
 #   checking with CHECKED), others as is.
@@ -96,6 +125,9 @@ function(cudasim_target_sources target)
         VERBATIM)
       set_property(DIRECTORY APPEND PROPERTY CUDASIM_GENERATED "${out}")
       set_source_files_properties("${out}" PROPERTIES COMPILE_OPTIONS "${opts}")
+      if(checked AND CUDASIM_FLOPS_PLUGIN)  # rebuilt when the plugin changes
+        set_source_files_properties("${out}" PROPERTIES OBJECT_DEPENDS "${CUDASIM_FLOPS_PLUGIN}")
+      endif()
     endif()
     target_sources(${target} PRIVATE "${out}")
   endforeach()

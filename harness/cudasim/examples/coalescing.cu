@@ -63,7 +63,9 @@ int main() {
   const double flops = 2.0 * m * n * k;  // one multiply and one add per term
   matmul_naive<<<grid, block>>>(x, w, y, m, n, k);
 #ifdef __CUDASIM__
-  cudasim::profile_flops(flops);  // counting mode sees memory only: say what the launch computed
+  // What the launch computes, declared: the report prints it next to the count (a build without
+  // the FLOP counter shows only this).
+  cudasim::profile_flops(flops);
 #endif
   matmul_coalesced<<<grid, block>>>(x, w, y, m, n, k);  // w read as if it were wt: same traffic
 #ifdef __CUDASIM__

@@ -28,9 +28,12 @@
 // in a register is not loaded again. Bytes moved count traffic between the SM and the L2 cache;
 // with perfect reuse in L2 DRAM sees less, with no reuse the same.
 //
-// FLOPs are not visible to the instrumentation, which sees memory accesses only: the program (or
-// a bench tool that knows the operation) declares them with cudasim::profile_flops() after a
-// launch, and the report leaves them out otherwise.
+// FLOPs: code compiled with cudasim's GCC plugin (harness/cudasim/flops, loaded with the checking
+// instrumentation when GCC's plugin headers are installed) adds each basic block's floating-point
+// operations to a per-OS-thread counter, __cudasim_flops; a block's FLOPs are the counter's growth
+// between its start and its end, when only its threads ran on that OS thread. A program (or a
+// bench tool that knows the operation) may also declare them with cudasim::profile_flops() after a
+// launch; the report shows both when both are known.
 //
 // How it is done cheaply: the hook called for every access (access(), inline in profile.h) only
 // appends the address, size, code address and kind to the thread's log of kLogDepth entries. A
@@ -49,6 +52,7 @@
 #include "profile.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -61,9 +65,16 @@
 
 #include "symbolize.h"
 
+// The FLOP counter of the plugin's code: one per OS thread (the plugin adds to it with one
+// instruction, addressing it as a thread-local variable of the program).
+extern "C" {
+__thread unsigned long long __cudasim_flops = 0;
+}
+
 namespace cudasim::detail::profile {
 
 bool g_launch_profiled = false;
+std::atomic<bool> g_flops_counted{false};
 constinit thread_local LaneLogs tl_logs;
 
 namespace {
@@ -140,6 +151,7 @@ struct ThreadProfile {
   std::vector<LogSlot> log;      // the warps' logs (LaneLogs::slots)
   std::vector<uint32_t> depth;   // LaneLogs::depth
   unsigned nwarps = 0;
+  unsigned long long flops_at_start = 0;  // __cudasim_flops when the block began
 };
 thread_local ThreadProfile* tl_profile = nullptr;
 
@@ -638,7 +650,8 @@ void flush(ThreadProfile& t) {
 struct KernelTotals {
   std::string name;
   uint64_t launches = 0;
-  double flops = 0;
+  double flops = 0;                 // declared (profile_flops)
+  unsigned long long counted = 0;   // executed, from the plugin's counter
   dim3 grid, block;
   std::map<std::pair<const void*, int>, Stats> sites;
 };
@@ -697,6 +710,7 @@ void block_begin(unsigned nthreads) {
   if (t.depth.size() < nthreads) t.depth.resize(nthreads);
   std::fill(t.depth.begin(), t.depth.begin() + nthreads, uint32_t{0});
   tl_logs = {t.log.data(), t.depth.data()};
+  t.flops_at_start = __cudasim_flops;
 }
 
 void barrier_released() {
@@ -710,6 +724,7 @@ void block_end() {
   std::lock_guard lk(g_mutex);
   if (g_current >= g_kernels.size()) return;  // reset while the launch ran
   KernelTotals& k = g_kernels[g_current];
+  k.counted += __cudasim_flops - t.flops_at_start;
   for (unsigned w = 0; w < t.nwarps; ++w) {
     for (const Site& s : t.warps[w].sites) k.sites[{s.pc, s.kind}].add(s.stats);
   }
@@ -806,6 +821,8 @@ std::vector<KernelProfile> results_locked() {
     p.kernel = k.name;
     p.launches = k.launches;
     p.flops = k.flops;
+    p.flops_counted = g_flops_counted.load(std::memory_order_relaxed);
+    p.counted_flops = static_cast<double>(k.counted);
     // Sites of one source line and kind are one row, as in ncu's source view.
     std::map<std::tuple<std::string, unsigned, int>, Stats> rows;
     for (const auto& [key, st] : k.sites) {
@@ -894,6 +911,8 @@ KernelProfile::Totals KernelProfile::totals() const {
   return t;
 }
 
+double KernelProfile::roofline_flops() const { return flops_counted ? counted_flops : flops; }
+
 uint64_t KernelProfile::global_bytes_moved() const {
   uint64_t b = 0;
   for (const ProfileLine& l : lines) b += l.sectors * 32;
@@ -942,15 +961,22 @@ std::string profile_report(const char* gpu) {
       o << buf;
     }
     const double bytes = static_cast<double>(k.global_bytes_moved());
+    const double flops = k.roofline_flops();
     o << "  global bytes moved: " << human(bytes) << "B";
-    if (k.flops > 0) {
-      std::snprintf(buf, sizeof buf, "; FLOPs (declared): %s; arithmetic intensity: %.3f FLOP/byte\n",
-                    human(k.flops).c_str(), bytes ? k.flops / bytes : 0.0);
-      o << buf;
+    if (k.flops_counted) {
+      o << "; FLOPs (counted): " << human(k.counted_flops);
+      if (k.flops > 0) o << " (declared: " << human(k.flops) << ")";
+    } else if (k.flops > 0) {
+      o << "; FLOPs (declared): " << human(k.flops);
     } else {
-      o << "; FLOPs: not counted (the instrumentation sees memory only; declare them with "
-           "cudasim::profile_flops)\n";
+      o << "; FLOPs: not counted (this build has no FLOP counter: GCC's plugin headers were missing; declare "
+           "them with cudasim::profile_flops)";
     }
+    if (flops > 0) {
+      std::snprintf(buf, sizeof buf, "; arithmetic intensity: %.3f FLOP/byte", bytes ? flops / bytes : 0.0);
+      o << buf;
+    }
+    o << "\n";
     // The three lines that waste the most.
     std::vector<const ProfileLine*> lines;
     for (const ProfileLine& l : k.lines) lines.push_back(&l);
@@ -978,8 +1004,8 @@ std::string profile_report(const char* gpu) {
     o << "  predicted roofline position per launch (a prediction from counts, not a measurement):\n";
     for (const GpuTable* g : gpus) {
       const double t_mem = bytes / launches / g->bytes_per_s;
-      if (k.flops > 0) {
-        const double t_fp = k.flops / launches / g->flops_per_s, ai = bytes ? k.flops / bytes : 0;
+      if (flops > 0) {
+        const double t_fp = flops / launches / g->flops_per_s, ai = bytes ? flops / bytes : 0;
         const double attainable = std::min(g->flops_per_s, ai * g->bytes_per_s);
         std::snprintf(buf, sizeof buf,
                       "    %-8s ridge %6.1f FLOP/B  %-14s  at least %s  (%s FLOP/s of %s attainable)\n", g->name,
@@ -999,5 +1025,7 @@ std::string profile_report(const char* gpu) {
 }
 
 bool profiling() { return detail::profiling_requested() && detail::program_is_instrumented(); }
+
+void detail::note_flop_counting() { detail::profile::g_flops_counted.store(true, std::memory_order_relaxed); }
 
 }  // namespace cudasim

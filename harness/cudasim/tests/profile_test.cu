@@ -141,6 +141,29 @@ __global__ void diverging_lanes(const float* x, float* y, int steps) {
 
 // ---- helpers -----------------------------------------------------------------------------------
 
+// Floating-point operations with a count worked out by hand, as Nsight Compute counts them: an
+// addition, subtraction, multiplication or division one, a fused multiply-add two; comparisons,
+// conversions, negation, min and the intrinsics cudasim emulates nothing. Each result is stored,
+// so that the compiler keeps every operation.
+__global__ void arithmetic(const float* x, float* out, float a, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float v = x[i];
+  out[6 * i + 0] = a * v + 1.0f;                                       // 2
+  out[6 * i + 1] = fmaf(v, a, -v);                                     // 2
+  out[6 * i + 2] = v / (a - 3.0f);                                     // 2
+  out[6 * i + 3] = static_cast<float>(static_cast<double>(v) * 0.5);   // 1 (fp64 counts too)
+  out[6 * i + 4] = fminf(v, a) > 0.f ? __expf(v) : -v;                 // 0
+  float acc = 0.f;
+  for (int j = 0; j < i % 4; ++j) acc += v;                            // 1 per iteration
+  out[6 * i + 5] = acc;
+}
+constexpr double kArithmeticFlops(int n) {  // 7 per thread below n, and 0 + 1 + 2 + 3 per 4 threads
+  double f = 0;
+  for (int i = 0; i < n; ++i) f += 7 + i % 4;
+  return f;
+}
+
 class Profile : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -417,5 +440,38 @@ TEST_F(Profile, EightByteSharedReadsTakeTwoWavefronts) {
   EXPECT_EQ(t.wavefronts[ld], 4u) << "two half-warp phases per request";
   EXPECT_EQ(t.ideal_wavefronts[ld], 4u) << "consecutive float2: no conflicts";
   cudaFree(in);
+  cudaFree(out);
+}
+
+// ---- FLOPs -------------------------------------------------------------------------------------
+
+TEST_F(Profile, FlopsAreCountedFromTheKernelsArithmetic) {
+#ifndef CUDASIM_TEST_FLOP_COUNTER
+  GTEST_SKIP() << "this build has no FLOP counter (GCC's plugin headers were missing when it was configured)";
+#endif
+  const int n = 100;
+  float* x = upload(n, 11);
+  float* out = zeros(size_t{6} * n);
+  arithmetic<<<2, 64>>>(x, out, 1.5f, n);
+  CHECK(cudaDeviceSynchronize());
+  auto all = cudasim::profile_results();
+  const auto& once = kernel(all, "arithmetic");
+  ASSERT_TRUE(once.flops_counted) << "the kernel was compiled without cudasim's FLOP counter";
+  EXPECT_EQ(once.counted_flops, kArithmeticFlops(n)) << "7 per thread plus the loop's i % 4 additions";
+  EXPECT_EQ(once.flops, 0.0) << "nothing was declared";
+  EXPECT_EQ(once.roofline_flops(), once.counted_flops);
+  // Added up per launch, the same in another thread order; declared FLOPs are shown beside.
+  setenv("CUDASIM_ORDER", "warps-reverse", 1);
+  cudasim::reload_options();
+  arithmetic<<<2, 64>>>(x, out, 1.5f, n);
+  CHECK(cudaDeviceSynchronize());
+  cudasim::profile_flops(1234);
+  all = cudasim::profile_results();
+  const auto& twice = kernel(all, "arithmetic");
+  EXPECT_EQ(twice.counted_flops, 2 * kArithmeticFlops(n));
+  EXPECT_EQ(twice.flops, 1234.0);
+  const std::string report = cudasim::profile_report("h100");
+  EXPECT_NE(report.find("FLOPs (counted): 1.70K (declared: 1.23K)"), std::string::npos) << report;
+  cudaFree(x);
   cudaFree(out);
 }

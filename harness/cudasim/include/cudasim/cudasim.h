@@ -85,6 +85,10 @@ struct KernelProfile {
   std::string kernel;  // the name written at the launch
   uint64_t launches = 0;
   double flops = 0;    // declared with profile_flops(); 0 when not
+  // Executed floating-point operations, counted where the program's kernels were compiled with
+  // cudasim's FLOP counter (flops_counted): +, -, *, / one each, a fused multiply-add two.
+  bool flops_counted = false;
+  double counted_flops = 0;
   std::vector<ProfileLine> lines;
   struct Totals {  // per AccessKind
     uint64_t requests[6] = {}, lane_accesses[6] = {}, bytes_requested[6] = {}, sectors[6] = {}, ideal_sectors[6] = {},
@@ -92,6 +96,7 @@ struct KernelProfile {
   };
   Totals totals() const;
   uint64_t global_bytes_moved() const;  // 32 bytes per sector, loads, stores and atomics
+  double roofline_flops() const;        // counted when the build counts them, else declared
 };
 
 /// Whether launches are being counted (an instrumented program and CUDASIM_PROFILE).
@@ -100,9 +105,18 @@ bool profiling();
 std::vector<KernelProfile> profile_results();
 /// Forgets the counts (the report at exit then covers what runs afterwards).
 void profile_reset();
-/// Adds `flops` floating-point operations to the last launched kernel (the instrumentation sees
-/// memory accesses only): what makes the arithmetic intensity and the roofline position.
+/// Declares `flops` floating-point operations of the last launched kernel (added up per kernel):
+/// the arithmetic intensity and roofline position of builds without the FLOP counter, and a
+/// figure to compare with the count in builds with it.
 void profile_flops(double flops);
+namespace detail {
+/// Called once by a program whose kernels count their FLOPs (cudasim's GCC plugin, which comes
+/// with CUDASIM_COUNTS_FLOPS).
+void note_flop_counting();
+#ifdef CUDASIM_COUNTS_FLOPS
+inline const bool flop_counting_noted = (note_flop_counting(), true);
+#endif
+}  // namespace detail
 /// A GPU of the roofline prediction: peak DRAM bandwidth and FP32 (CUDA-core) throughput.
 struct GpuPeaks {
   std::string name;  // h100, a100, rtx4090, t4
