@@ -220,6 +220,8 @@ struct Counted {
   double launches = 0;
   cudasim::KernelProfile::Totals totals;
   double moved = 0;
+  bool flops_counted = false;  // the kernels were built with cudasim's FLOP counter
+  double flops = 0;            // what it counted
 };
 
 Counted snapshot(int launches) {
@@ -235,6 +237,8 @@ Counted snapshot(int launches) {
       c.totals.ideal_wavefronts[i] += t.ideal_wavefronts[i];
     }
     c.moved += static_cast<double>(k.global_bytes_moved());
+    c.flops_counted = c.flops_counted || k.flops_counted;
+    c.flops += k.counted_flops;
   }
   cudasim::profile_reset();
   return c;
@@ -244,6 +248,19 @@ std::string ratio(double a, double b) {
   char buf[32];
   if (b <= 0) return "-";
   std::snprintf(buf, sizeof buf, "%.2f", a / b);
+  return buf;
+}
+
+// 2.10M, 35.7K, 512: three significant digits.
+std::string si(double v) {
+  const char* units[] = {"", "K", "M", "G", "T"};
+  int u = 0;
+  while (v >= 1000 && u < 4) {
+    v /= 1000;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.3g%s" : "%.0f%s", v, units[u]);
   return buf;
 }
 #endif
@@ -296,8 +313,8 @@ class SimBackend final : public Backend {
   std::string counted_header() const override {
     char buf[320];
     std::snprintf(buf, sizeof buf,
-                  "%-10s %-8s %-16s %-12s %9s %9s %9s %10s %12s %10s  %s\n", "op", "variant", "case", "shape",
-                  "ld sec/rq", "ideal", "st sec/rq", "smem wf/rq", "MB/launch", "FLOP/B",
+                  "%-10s %-8s %-16s %-12s %9s %9s %9s %10s %12s %12s %10s  %s\n", "op", "variant", "case", "shape",
+                  "ld sec/rq", "ideal", "st sec/rq", "smem wf/rq", "MB/launch", "FLOPs/launch", "FLOP/B",
                   ("predicted on " + gpu_.name + " (a prediction from counts, not a measurement)").c_str());
     return buf;
   }
@@ -310,21 +327,24 @@ class SimBackend final : public Backend {
     const double bytes = c.launches > 0 ? c.moved / c.launches : 0;
     const double wf = static_cast<double>(t.wavefronts[sld] + t.wavefronts[sst]);
     const double rq = static_cast<double>(t.requests[sld] + t.requests[sst]);
+    // The FLOPs the kernels executed where the build counts them, else the operation's formula.
+    const double flops = c.flops_counted ? (c.launches > 0 ? c.flops / c.launches : 0) : row.flops;
     std::string predicted = "-";
     if (bytes > 0) {
-      const double t_mem = bytes / gpu_.bytes_per_s, t_fp = row.flops / gpu_.flops_per_s;
+      const double t_mem = bytes / gpu_.bytes_per_s, t_fp = flops / gpu_.flops_per_s;
       char buf[96];
       std::snprintf(buf, sizeof buf, "%s-bound, >= %.2f us", t_mem >= t_fp ? "memory" : "compute",
                     std::max(t_mem, t_fp) * 1e6);
       predicted = buf;
     }
     char buf[400];
-    std::snprintf(buf, sizeof buf, "%-10s %-8s %-16s %-12s %9s %9s %9s %10s %12.3f %10s  %s\n", row.op.c_str(),
+    std::snprintf(buf, sizeof buf, "%-10s %-8s %-16s %-12s %9s %9s %9s %10s %12.3f %12s %10s  %s\n", row.op.c_str(),
                   row.variant.c_str(), row.case_name.c_str(), row.shape.c_str(),
                   ratio(static_cast<double>(t.sectors[ld]), static_cast<double>(t.requests[ld])).c_str(),
                   ratio(static_cast<double>(t.ideal_sectors[ld]), static_cast<double>(t.requests[ld])).c_str(),
                   ratio(static_cast<double>(t.sectors[st]), static_cast<double>(t.requests[st])).c_str(),
-                  ratio(wf, rq).c_str(), bytes / 1e6, row.flops > 0 && bytes > 0 ? ratio(row.flops, bytes).c_str() : "-",
+                  ratio(wf, rq).c_str(), bytes / 1e6, c.flops_counted ? si(flops).c_str() : "-",
+                  flops > 0 && bytes > 0 ? ratio(flops, bytes).c_str() : "-",
                   predicted.c_str());
     return buf;
   }
