@@ -21,9 +21,12 @@ check_cxx_compiler_flag(-ftrivial-auto-var-init=pattern CUDASIM_HAVE_AUTO_VAR_IN
 
 # The instrumentation of checked builds: every access (volatile ones told apart, so that a spin on
 # a volatile flag can yield), no calls at function entry and exit, and at least line tables, so
-# that reports name source lines.
+# that reports name source lines. No scalar replacement of aggregates: a float4 (int2, ...) read
+# through a pointer stays one 16-byte access, as the GPU's vector load is, instead of four 4-byte
+# ones once its fields are used apart; so its alignment is checked and counting mode sees one
+# request.
 set(CUDASIM_CHECK_FLAGS -fsanitize=thread --param=tsan-distinguish-volatile=1
-                        --param=tsan-instrument-func-entry-exit=0 -Wno-tsan)
+                        --param=tsan-instrument-func-entry-exit=0 -fno-tree-sra -Wno-tsan)
 string(TOUPPER "${CMAKE_BUILD_TYPE}" _cudasim_config)
 if(NOT "${CMAKE_CXX_FLAGS} ${CMAKE_CXX_FLAGS_${_cudasim_config}}" MATCHES "(^| )-g")
   list(APPEND CUDASIM_CHECK_FLAGS -g1)

@@ -121,6 +121,25 @@ __global__ void read_float2(const float2* in, float2* out) {
   out[threadIdx.x] = buf[threadIdx.x];
 }
 
+// float4 reads whose fields are then used apart: one 16-byte load per lane, as the GPU's vector
+// load (LDG.128), so a warp's request covers 512 contiguous bytes, 16 sectors, all needed; in
+// shared memory such a read is served a quarter warp at a time, 4 wavefronts, no conflict.
+__global__ void read_float4_fields(const float* in, float* out) {
+  __shared__ float buf[64 * 4];
+  const int t = threadIdx.x;
+  const float4 v = *reinterpret_cast<const float4*>(in + 4 * t);
+  out[t] = v.x * v.y;
+  out[64 + t] = v.z - v.w;
+  buf[4 * t] = v.w;
+  buf[4 * t + 1] = v.z;
+  buf[4 * t + 2] = v.y;
+  buf[4 * t + 3] = v.x;
+  __syncthreads();
+  const float4 w = *reinterpret_cast<const float4*>(buf + 4 * (63 - t));
+  out[128 + t] = w.x * w.y;
+  out[192 + t] = w.z - w.w;
+}
+
 // Lanes 0-15 of each warp make 10 loads of 64 bytes (2 sectors) before or after a loop of
 // `steps` loads of 128 bytes (4 sectors) that every lane makes: with more steps than a thread's log
 // holds, the lanes agree for whole logs and differ at the start or at the end, which the counting
@@ -439,6 +458,25 @@ TEST_F(Profile, EightByteSharedReadsTakeTwoWavefronts) {
   EXPECT_EQ(t.bytes_requested[ld], 64u * 8) << "one 8-byte access per thread (not split by the compiler)";
   EXPECT_EQ(t.wavefronts[ld], 4u) << "two half-warp phases per request";
   EXPECT_EQ(t.ideal_wavefronts[ld], 4u) << "consecutive float2: no conflicts";
+  cudaFree(in);
+  cudaFree(out);
+}
+
+TEST_F(Profile, Float4LoadsAreOneSixteenByteRequest) {
+  float* in = upload(64 * 4, 12);
+  float* out = zeros(256);
+  read_float4_fields<<<1, 64>>>(in, out);
+  CHECK(cudaDeviceSynchronize());
+  const auto all = cudasim::profile_results();
+  const auto t = kernel(all, "read_float4_fields").totals();
+  const int ld = static_cast<int>(K::GlobalLoad), sld = static_cast<int>(K::SharedLoad);
+  EXPECT_EQ(t.requests[ld], 2u) << "one request per warp: the compiler must not split the float4 into four loads";
+  EXPECT_EQ(t.bytes_requested[ld], 64u * 16);
+  EXPECT_EQ(t.sectors[ld], 2u * 16) << "512 contiguous bytes per warp";
+  EXPECT_EQ(t.ideal_sectors[ld], 2u * 16);
+  EXPECT_EQ(t.requests[sld], 2u);
+  EXPECT_EQ(t.wavefronts[sld], 2u * 4) << "four quarter-warp phases per request";
+  EXPECT_EQ(t.ideal_wavefronts[sld], 2u * 4) << "consecutive float4 (reversed): no conflicts";
   cudaFree(in);
   cudaFree(out);
 }
