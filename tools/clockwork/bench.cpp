@@ -827,7 +827,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
   }
   if (!ctx.rows().empty() && !backend->counted_header().empty()) {
     std::printf("\ncounted on the CPU backend, per launch (global loads and stores: 32-byte sectors per request and "
-                "the ideal; shared memory: wavefronts per request, 1.00 = no bank conflicts; worst source lines: "
+                "the ideal; shared memory: wavefronts per request and the ideal, which is 1 for 4-byte accesses and 4 "
+                "for float4 ones, served a quarter warp at a time: more is bank conflicts; worst source lines: "
                 "build the kernel with cudasim-cc --profile, see handouts/profiling.md):\n");
     std::printf("%s", backend->counted_header().c_str());
     for (const std::string& line : ctx.counted()) std::printf("%s", line.c_str());

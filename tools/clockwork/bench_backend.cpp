@@ -313,8 +313,8 @@ class SimBackend final : public Backend {
   std::string counted_header() const override {
     char buf[320];
     std::snprintf(buf, sizeof buf,
-                  "%-10s %-8s %-16s %-12s %9s %9s %9s %10s %12s %12s %10s  %s\n", "op", "variant", "case", "shape",
-                  "ld sec/rq", "ideal", "st sec/rq", "smem wf/rq", "MB/launch", "FLOPs/launch", "FLOP/B",
+                  "%-10s %-8s %-16s %-12s %9s %9s %9s %10s %9s %12s %12s %10s  %s\n", "op", "variant", "case", "shape",
+                  "ld sec/rq", "ideal", "st sec/rq", "smem wf/rq", "ideal", "MB/launch", "FLOPs/launch", "FLOP/B",
                   ("predicted on " + gpu_.name + " (a prediction from counts, not a measurement)").c_str());
     return buf;
   }
@@ -327,6 +327,7 @@ class SimBackend final : public Backend {
     const double bytes = c.launches > 0 ? c.moved / c.launches : 0;
     const double wf = static_cast<double>(t.wavefronts[sld] + t.wavefronts[sst]);
     const double rq = static_cast<double>(t.requests[sld] + t.requests[sst]);
+    const double wf_ideal = static_cast<double>(t.ideal_wavefronts[sld] + t.ideal_wavefronts[sst]);
     // The FLOPs the kernels executed where the build counts them, else the operation's formula.
     const double flops = c.flops_counted ? (c.launches > 0 ? c.flops / c.launches : 0) : row.flops;
     std::string predicted = "-";
@@ -338,12 +339,12 @@ class SimBackend final : public Backend {
       predicted = buf;
     }
     char buf[400];
-    std::snprintf(buf, sizeof buf, "%-10s %-8s %-16s %-12s %9s %9s %9s %10s %12.3f %12s %10s  %s\n", row.op.c_str(),
+    std::snprintf(buf, sizeof buf, "%-10s %-8s %-16s %-12s %9s %9s %9s %10s %9s %12.3f %12s %10s  %s\n", row.op.c_str(),
                   row.variant.c_str(), row.case_name.c_str(), row.shape.c_str(),
                   ratio(static_cast<double>(t.sectors[ld]), static_cast<double>(t.requests[ld])).c_str(),
                   ratio(static_cast<double>(t.ideal_sectors[ld]), static_cast<double>(t.requests[ld])).c_str(),
                   ratio(static_cast<double>(t.sectors[st]), static_cast<double>(t.requests[st])).c_str(),
-                  ratio(wf, rq).c_str(), bytes / 1e6, c.flops_counted ? si(flops).c_str() : "-",
+                  ratio(wf, rq).c_str(), ratio(wf_ideal, rq).c_str(), bytes / 1e6, c.flops_counted ? si(flops).c_str() : "-",
                   flops > 0 && bytes > 0 ? ratio(flops, bytes).c_str() : "-",
                   predicted.c_str());
     return buf;
