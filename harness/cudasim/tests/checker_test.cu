@@ -250,17 +250,13 @@ __global__ void stubbed_copy(const float* x, float* y) {
 
 // ---- the tests -----------------------------------------------------------------------------------
 
+// (Included here, below the kernels, so that their line numbers, which the tests name, stay put.)
+#include "diagnostic_exit.h"
+
 namespace {
 
-constexpr int kDiagnostic = 70;  // cudasim::kDiagnosticExitStatus
-
-bool checked() {
-#ifdef __CUDASIM__
-  return cudasim::checking();
-#else
-  return false;
-#endif
-}
+using cudasim_tests::checked;
+using cudasim_tests::kDiagnostic;
 
 // `n` floats on the device, copied from `h`.
 float* upload(const std::vector<float>& h) {

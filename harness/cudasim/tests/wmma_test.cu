@@ -24,6 +24,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "diagnostic_exit.h"
+
 namespace wmma = nvcuda::wmma;
 
 #define CHECK(call) ASSERT_EQ((call), cudaSuccess) << #call
@@ -219,15 +221,8 @@ __global__ void load_tile(const __nv_bfloat16* a, unsigned ldm, float* d) {
 
 namespace {
 
-constexpr int kDiagnostic = 70;  // cudasim::kDiagnosticExitStatus
-
-bool checked() {
-#ifdef __CUDASIM__
-  return cudasim::checking();
-#else
-  return false;
-#endif
-}
+using cudasim_tests::checked;
+using cudasim_tests::kDiagnostic;
 
 template <class T>
 T to16(float v) {
