@@ -268,8 +268,8 @@ struct ThreadState {
   const void** spin_addr = nullptr;  // per lane: spin-wait detection in atomics and volatile reads
   unsigned* spin_count = nullptr;
   uintptr_t tls_lo = 0, tls_hi = 0;
-  // Counting with bounds checked: the last two device buffers (the part a kernel was given) whose
-  // bounds an access passed in this block.
+  // The last two device buffers (the part a kernel was given) whose bounds an access passed in
+  // this block; when checking (fast4), only buffers every byte of which was written before.
   // A block's buffers cannot be freed while it runs; the cache is emptied when a block begins.
   uintptr_t seen_lo[2] = {}, seen_hi[2] = {};
   unsigned seen_next = 0;
@@ -668,7 +668,10 @@ void global_access(ThreadState& s, uintptr_t off, uintptr_t a, size_t size, bool
     }
   }
   if (!al) return;
-  if (s.count_fast) {  // bounds passed: later 4-byte accesses to this buffer are counted by shared_fast4()
+  // Bounds passed: later accesses to this buffer are counted at once (counting mode), and reads of
+  // it, once it is fully written, are checked at once (global_read_fast).
+  if ((s.count_fast || (s.fast4 && al->fully_written.load(std::memory_order_relaxed))) &&
+      !(al->view_lo == s.seen_lo[s.seen_next ^ 1] && al->view_hi == s.seen_hi[s.seen_next ^ 1])) {
     s.seen_lo[s.seen_next] = al->view_lo;
     s.seen_hi[s.seen_next] = al->view_hi;
     s.seen_next ^= 1;
@@ -834,11 +837,24 @@ void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const vo
   return true;
 }
 
+// Checking (races, bounds and initialisation), a plain aligned read of device memory: nothing to
+// check or record when it lies in a fully written buffer whose bounds passed in this block
+// (ThreadState::seen_lo) and in a 64 KiB chunk no kernel has written (no write to race with, as
+// in global_race()). Model weights and inputs the host uploaded are read this way.
+[[gnu::always_inline]] inline bool global_read_fast(ThreadState& s, uintptr_t a, size_t size) {
+  if (a & (size - 1)) return false;
+  if (!((a >= s.seen_lo[0] && a + size <= s.seen_hi[0]) || (a >= s.seen_lo[1] && a + size <= s.seen_hi[1]))) return false;
+  if (!(s.checks & kCheckRace)) return true;
+  const uintptr_t off = region_offset(a);
+  return off != ~uintptr_t{0} && !g_chunk_has_shadow[off >> kChunkShift].load(std::memory_order_relaxed);
+}
+
 [[gnu::always_inline]] inline void access(const void* p, size_t size, bool write, bool atomic, bool aligned,
                                           const void* pc) {
   ThreadState* s = tl_checked;
   if (!s) return;
   if (s->count_fast && !atomic && count_global_fast(*s, reinterpret_cast<uintptr_t>(p), size, write, pc)) return;
+  if (s->fast4 && !write && !atomic && global_read_fast(*s, reinterpret_cast<uintptr_t>(p), size)) return;
   access_checked(s, p, size, write, atomic, aligned, pc);
 }
 
@@ -860,7 +876,9 @@ void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const vo
   ThreadState* s = tl_checked;
   if (!s) return true;  // no checked kernel code running: nothing to do
   const auto a = reinterpret_cast<uintptr_t>(p);
-  if (__builtin_expect(s->fast4, 1)) return shared_fast_word(*s, a, write, true, true, pc);
+  if (__builtin_expect(s->fast4, 1)) {
+    return shared_fast_word(*s, a, write, true, true, pc) || (!write && global_read_fast(*s, a, 4));
+  }
   if (s->count_fast) {
     if (a - s->arena < s->window_end - s->arena) {
       if (s->checks && !shared_fast_word(*s, a, write, true, false, pc)) return false;
