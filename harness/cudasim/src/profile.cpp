@@ -204,68 +204,89 @@ uint64_t ideal_sectors(const Lanes& g) {
   return (distinct + 31) / 32;
 }
 
-// The usual instruction: every lane one size (a power of two up to 16), aligned to it, the lanes
-// close together. Counts it as count_group() would and returns true, or returns false. Aligned
-// accesses of one size either coincide or do not overlap and never straddle a sector, so the
-// distinct sectors and the distinct bytes come from bitmaps of sectors and of elements; in shared
-// memory, words less than 32 apart lie in distinct banks.
-bool count_simple(Stats& st, bool global, const Lanes& g) {
-  uint8_t smin = 255, smax = 0;
-  uintptr_t lo = ~uintptr_t{0}, hi = 0, low_bits = 0;
-  if (g.lanes == ~0u) {  // a full warp: a loop the compiler vectorises
-    for (unsigned l = 0; l < 32; ++l) {
-      smin = std::min(smin, g.size[l]);
-      smax = std::max(smax, g.size[l]);
-      lo = std::min(lo, g.addr[l]);
-      hi = std::max(hi, g.addr[l]);
-      low_bits |= g.addr[l];
-    }
-  } else {
-    for (uint32_t m = g.lanes; m; m &= m - 1) {
-      const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
-      smin = std::min(smin, g.size[l]);
-      smax = std::max(smax, g.size[l]);
-      lo = std::min(lo, g.addr[l]);
-      hi = std::max(hi, g.addr[l]);
-      low_bits |= g.addr[l];
-    }
+// Calls f(l) for every lane l in `lanes`, in lane order.
+template <class F>
+void for_each_lane(uint32_t lanes, F f) {
+  if (lanes == ~0u) {  // a full warp: a loop the compiler vectorises
+    for (unsigned l = 0; l < 32; ++l) f(l);
+    return;
   }
-  const unsigned size = smin;
-  if (smin != smax || size > 16 || (size & (size - 1)) || (low_bits & (size - 1))) return false;
-  const auto n = static_cast<unsigned>(__builtin_popcount(g.lanes));
+  for (uint32_t m = lanes; m; m &= m - 1) f(static_cast<unsigned>(__builtin_ctz(m)));
+}
+
+// An instruction whose lanes (`lanes`; lane l's address addr(l)) all access `size` bytes (a power
+// of two up to 16) aligned to it, between addresses lo and hi: counted as count_group() would,
+// returning true, or false when its lanes are too far apart for the bitmaps below. Aligned
+// accesses of one size either coincide or do not overlap and never straddle a sector. In shared
+// memory, words less than 32 apart lie in distinct banks. In global memory, lanes in address
+// order (a broadcast, a row, a column read down a matrix) show each new sector or element as a
+// change from the previous lane, however far apart; otherwise the distinct sectors and the
+// distinct bytes come from bitmaps of sectors and of elements.
+template <class Addr>
+bool count_uniform(Stats& st, bool global, uint32_t lanes, unsigned size, uintptr_t lo, uintptr_t hi, Addr addr) {
+  uint64_t transactions = 1, ideal = 1;
   if (!global) {
     if (size > 4 || (hi >> 2) - (lo >> 2) >= 32) return false;
-    ++st.requests;
-    st.lanes += n;
-    st.bytes += uint64_t{n} * size;
-    ++st.transactions;
-    ++st.ideal;
-    return true;
+  } else {
+    uintptr_t prev = lo;
+    bool ordered = true, first = true;
+    uint64_t nsec = 1, nel = 1;
+    for_each_lane(lanes, [&](unsigned l) {
+      const uintptr_t a = addr(l);
+      ordered &= a >= prev;
+      if (!first) {
+        nsec += (a >> 5) != (prev >> 5);
+        nel += a != prev;
+      }
+      first = false;
+      prev = a;
+    });
+    if (!ordered) {
+      if ((hi >> 5) - (lo >> 5) >= 512 || (hi - lo) / size >= 512) return false;
+      uint64_t sectors[8] = {}, elements[8] = {};
+      const unsigned shift = static_cast<unsigned>(__builtin_ctz(size));
+      for_each_lane(lanes, [&](unsigned l) {
+        const uintptr_t sec = (addr(l) >> 5) - (lo >> 5), el = (addr(l) - lo) >> shift;
+        sectors[sec >> 6] |= uint64_t{1} << (sec & 63);
+        elements[el >> 6] |= uint64_t{1} << (el & 63);
+      });
+      nsec = nel = 0;  // only the words the span reaches (popcount may be a call)
+      for (unsigned i = 0; i <= ((hi >> 5) - (lo >> 5)) >> 6; ++i) nsec += static_cast<uint64_t>(__builtin_popcountll(sectors[i]));
+      for (unsigned i = 0; i <= ((hi - lo) >> shift) >> 6; ++i) nel += static_cast<uint64_t>(__builtin_popcountll(elements[i]));
+    }
+    transactions = nsec;
+    ideal = (nel * size + 31) / 32;
   }
-  if ((hi >> 5) - (lo >> 5) >= 512 || (hi - lo) / size >= 512) return false;
-  uint64_t sectors[8] = {}, elements[8] = {};
-  const unsigned shift = static_cast<unsigned>(__builtin_ctz(size));
-  for (uint32_t m = g.lanes; m; m &= m - 1) {
-    const unsigned l = static_cast<unsigned>(__builtin_ctz(m));
-    const uintptr_t sec = (g.addr[l] >> 5) - (lo >> 5), el = (g.addr[l] - lo) >> shift;
-    sectors[sec >> 6] |= uint64_t{1} << (sec & 63);
-    elements[el >> 6] |= uint64_t{1} << (el & 63);
-  }
-  uint64_t nsec = 0, nel = 0;  // only the words the span reaches (popcount may be a call)
-  for (unsigned i = 0; i <= ((hi >> 5) - (lo >> 5)) >> 6; ++i) nsec += static_cast<uint64_t>(__builtin_popcountll(sectors[i]));
-  for (unsigned i = 0; i <= ((hi - lo) >> shift) >> 6; ++i) nel += static_cast<uint64_t>(__builtin_popcountll(elements[i]));
+  const auto n = static_cast<unsigned>(__builtin_popcount(lanes));
   ++st.requests;
   st.lanes += n;
   st.bytes += uint64_t{n} * size;
-  st.transactions += nsec;
-  st.ideal += (nel * size + 31) / 32;
+  st.transactions += transactions;
+  st.ideal += ideal;
   return true;
+}
+
+// The usual instruction: every lane one size (a power of two up to 16), aligned to it, the lanes
+// close together (count_uniform). Returns false for anything else.
+bool count_simple(Stats& st, bool global, const Lanes& g) {
+  uint8_t smin = 255, smax = 0;
+  uintptr_t lo = ~uintptr_t{0}, hi = 0, low_bits = 0;
+  for_each_lane(g.lanes, [&](unsigned l) {
+    smin = std::min(smin, g.size[l]);
+    smax = std::max(smax, g.size[l]);
+    lo = std::min(lo, g.addr[l]);
+    hi = std::max(hi, g.addr[l]);
+    low_bits |= g.addr[l];
+  });
+  const unsigned size = smin;
+  if (smin != smax || size == 0 || size > 16 || (size & (size - 1)) || (low_bits & (size - 1))) return false;
+  return count_uniform(st, global, g.lanes, size, lo, hi, [&](unsigned l) { return g.addr[l]; });
 }
 
 // count_simple() for a full warp's entry of a log (one site, every lane), read in place: the
 // usual instruction of a loop, so the lanes are scanned with four independent minima, maxima and
 // masks. The top byte of each entry is the lane's size: the entries' AND and OR agree on it when
-// every lane has the same size. Returns false when count_group() must count it.
+// every lane has the same size.
 bool count_full_slot(Stats& st, bool global, const LogSlot& slot) {
   uint64_t mn0 = slot.addr[0], mn1 = slot.addr[1], mn2 = slot.addr[2], mn3 = slot.addr[3];
   uint64_t mx0 = mn0, mx1 = mn1, mx2 = mn2, mx3 = mn3, and0 = mn0, and1 = mn1, and2 = mn2, and3 = mn3;
@@ -282,56 +303,8 @@ bool count_full_slot(Stats& st, bool global, const LogSlot& slot) {
   const uint64_t and_v = and0 & and1 & and2 & and3, or_v = or0 | or1 | or2 | or3;
   const auto size = static_cast<unsigned>(or_v >> kTopShift);
   if ((and_v >> kTopShift) != size || size > 16 || size == 0 || (size & (size - 1)) || (or_v & (size - 1))) return false;
-  const uintptr_t lo = lo_v & kLowBits, hi = hi_v & kLowBits;
-  if (!global) {
-    if (size > 4 || (hi >> 2) - (lo >> 2) >= 32) return false;
-    ++st.requests;
-    st.lanes += 32;
-    st.bytes += uint64_t{32} * size;
-    ++st.transactions;
-    ++st.ideal;
-    return true;
-  }
-  // Lanes in address order (a broadcast, a row, a column read down a matrix): each new sector or
-  // element shows as a change from the previous lane, so no set is needed however far apart.
-  // Aligned accesses of one size up to 16 bytes never straddle a sector.
-  {
-    uintptr_t prev = slot.addr[0] & kLowBits;
-    unsigned ordered = 1, nsec = 1, nel = 1;
-    for (unsigned l = 1; l < 32; ++l) {
-      const uintptr_t a = slot.addr[l] & kLowBits;
-      ordered &= a >= prev;
-      nsec += (a >> 5) != (prev >> 5);
-      nel += a != prev;
-      prev = a;
-    }
-    if (ordered) {
-      ++st.requests;
-      st.lanes += 32;
-      st.bytes += uint64_t{32} * size;
-      st.transactions += nsec;
-      st.ideal += (uint64_t{nel} * size + 31) / 32;
-      return true;
-    }
-  }
-  if ((hi >> 5) - (lo >> 5) >= 512 || (hi - lo) / size >= 512) return false;
-  uint64_t sectors[8] = {}, elements[8] = {};
-  const unsigned shift = static_cast<unsigned>(__builtin_ctz(size));
-  for (unsigned l = 0; l < 32; ++l) {
-    const uintptr_t a = slot.addr[l] & kLowBits;
-    const uintptr_t sec = (a >> 5) - (lo >> 5), el = (a - lo) >> shift;
-    sectors[sec >> 6] |= uint64_t{1} << (sec & 63);
-    elements[el >> 6] |= uint64_t{1} << (el & 63);
-  }
-  uint64_t nsec = 0, nel = 0;
-  for (unsigned i = 0; i <= ((hi >> 5) - (lo >> 5)) >> 6; ++i) nsec += static_cast<uint64_t>(__builtin_popcountll(sectors[i]));
-  for (unsigned i = 0; i <= ((hi - lo) >> shift) >> 6; ++i) nel += static_cast<uint64_t>(__builtin_popcountll(elements[i]));
-  ++st.requests;
-  st.lanes += 32;
-  st.bytes += uint64_t{32} * size;
-  st.transactions += nsec;
-  st.ideal += (nel * size + 31) / 32;
-  return true;
+  return count_uniform(st, global, ~0u, size, lo_v & kLowBits, hi_v & kLowBits,
+                       [&](unsigned l) { return static_cast<uintptr_t>(slot.addr[l] & kLowBits); });
 }
 
 void count_group(Site& s, const Lanes& g) {
