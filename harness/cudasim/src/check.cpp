@@ -825,14 +825,18 @@ void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const vo
   access_slow(s, a, size, write, atomic, aligned, pc);
 }
 
+// Whether [a, a + size) lies in one of the buffers whose bounds passed in this block.
+[[gnu::always_inline]] inline bool in_seen_buffer(const ThreadState& s, uintptr_t a, size_t size) {
+  return (a >= s.seen_lo[0] && a + size <= s.seen_hi[0]) || (a >= s.seen_lo[1] && a + size <= s.seen_hi[1]);
+}
+
 // Counting mode, plain aligned accesses of any size to device memory: counted at once when
 // nothing is checked, or when the access lies in a buffer whose bounds an earlier access of this
 // block passed (ThreadState::seen_lo); false leaves the access to the general path.
 [[gnu::always_inline]] inline bool count_global_fast(ThreadState& s, uintptr_t a, size_t size, bool write, const void* pc) {
   const Lane* l = tl_lane;
   if ((a & (size - 1)) || !l) return false;
-  const bool seen = (a >= s.seen_lo[0] && a + size <= s.seen_hi[0]) || (a >= s.seen_lo[1] && a + size <= s.seen_hi[1]);
-  if (!seen && (s.checks || region_offset(a) == ~uintptr_t{0})) return false;
+  if (!in_seen_buffer(s, a, size) && (s.checks || region_offset(a) == ~uintptr_t{0})) return false;
   profile::access(write ? profile::kGlobalStore : profile::kGlobalLoad, l->linear, a, size, pc);
   return true;
 }
@@ -842,8 +846,7 @@ void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const vo
 // (ThreadState::seen_lo) and in a 64 KiB chunk no kernel has written (no write to race with, as
 // in global_race()). Model weights and inputs the host uploaded are read this way.
 [[gnu::always_inline]] inline bool global_read_fast(ThreadState& s, uintptr_t a, size_t size) {
-  if (a & (size - 1)) return false;
-  if (!((a >= s.seen_lo[0] && a + size <= s.seen_hi[0]) || (a >= s.seen_lo[1] && a + size <= s.seen_hi[1]))) return false;
+  if ((a & (size - 1)) || !in_seen_buffer(s, a, size)) return false;
   if (!(s.checks & kCheckRace)) return true;
   const uintptr_t off = region_offset(a);
   return off != ~uintptr_t{0} && !g_chunk_has_shadow[off >> kChunkShift].load(std::memory_order_relaxed);
