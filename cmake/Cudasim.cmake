@@ -58,9 +58,9 @@ endif()
 # floating-point operations (the arithmetic in cudasim's own headers aside). It needs GCC's plugin
 # headers (Debian: gcc-12-plugin-dev); without them counting mode reports FLOPs only where the
 # program declares them (cudasim::profile_flops). A build that reuses another
-# (CLOCKWORK_FRAMEWORK_BUILD) loads that build's plugin.
+# (CLOCKWORK_FRAMEWORK_BUILD) loads that build's plugin. The counter's instruction is x86-64's.
 set(CUDASIM_FLOPS_PLUGIN "")
-if(CLOCKWORK_CUDASIM_CHECK AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+if(CLOCKWORK_CUDASIM_CHECK AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
   if(CLOCKWORK_FRAMEWORK_BUILD AND EXISTS "${CLOCKWORK_FRAMEWORK_BUILD}/lib/cudasim_flops.so")
     set(CUDASIM_FLOPS_PLUGIN "${CLOCKWORK_FRAMEWORK_BUILD}/lib/cudasim_flops.so")
   else()

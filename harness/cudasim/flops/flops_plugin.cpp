@@ -77,7 +77,6 @@ bool skipped(const gimple* g) {
 
 unsigned flops_of(const gimple* g) {
   if (is_gimple_assign(g)) {
-    if (skipped(g)) return 0;
     const tree lhs = gimple_assign_lhs(g);
     const unsigned lanes = lhs ? float_lanes(TREE_TYPE(lhs)) : 0;
     if (!lanes) return 0;
@@ -86,7 +85,7 @@ unsigned flops_of(const gimple* g) {
       case MINUS_EXPR:
       case MULT_EXPR:
       case RDIV_EXPR:
-        return lanes;
+        return skipped(g) ? 0 : lanes;
       default:
         return 0;
     }
