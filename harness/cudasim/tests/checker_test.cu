@@ -809,3 +809,30 @@ TEST_F(Checker, SpinWaitWithoutProgressIsALivelock) {
               "atomics on one address at .*checker_test.cu:219.*The condition it waits for is never set");
   unsetenv("CUDASIM_SPIN_TIMEOUT");
 }
+
+// Warp 0 scales an input the host uploaded in place while warp 1 copies it, with no barrier
+// between. In forward order warp 0 runs first: warp 1's reads come after the writes. Every byte of
+// the buffer was written by the host, and the block's first access checked its bounds, which is
+// what lets the checker take reads of such a buffer on its fast path: the writes must still be
+// seen there.
+constexpr unsigned kLineScaleRead = __LINE__ + 4;
+__global__ void scale_while_copied(float* x, float* y) {
+  const int t = threadIdx.x;
+  if (t < 32) x[t] *= 2.f;
+  else y[t - 32] = x[t - 32];
+}
+
+TEST_F(Checked, UploadedInputWrittenWhileAnotherWarpReadsIt) {
+  float* x = upload(ramp(64));
+  float* y = zeros(32);
+  auto run = [&] {
+    set_order("forward");
+    scale_while_copied<<<1, 64>>>(x, y);
+    cudaDeviceSynchronize();
+  };
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(kDiagnostic),
+              "kernel 'scale_while_copied'.*global-memory race \\(read after write\\) on element 0 of the 256-byte "
+              "buffer allocated at .*thread \\(32,0,0\\) of block \\(0,0,0\\) reads it at .*checker_test.cu:" +
+                  std::to_string(kLineScaleRead) + ".*thread \\(0,0,0\\) of block \\(0,0,0\\) wrote it at .*checker_test.cu:" +
+                  std::to_string(kLineScaleRead - 1));
+}
