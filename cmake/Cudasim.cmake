@@ -54,32 +54,46 @@ if(CLOCKWORK_CUDASIM_CHECK AND NOT CUDASIM_CAN_CHECK)
   set(CLOCKWORK_CUDASIM_CHECK OFF)
 endif()
 
-# FLOPs in counting mode: a GCC plugin (harness/cudasim/flops) makes checked code count its
-# floating-point operations (the arithmetic in cudasim's own headers aside). It needs GCC's plugin
-# headers (Debian: gcc-12-plugin-dev); without them counting mode reports FLOPs only where the
-# program declares them (cudasim::profile_flops). A build that reuses another
-# (CLOCKWORK_FRAMEWORK_BUILD) loads that build's plugin. The counter's instruction is x86-64's.
+# Two GCC plugins (harness/cudasim/plugins) join the instrumentation of checked code when GCC's
+# plugin headers are present (Debian: gcc-12-plugin-dev):
+#   - cudasim_inline_reads puts the checker's test for reads that need nothing more in front of
+#     each 4-byte read's call (speed only: without it every read makes the call);
+#   - cudasim_flops makes checked code count its floating-point operations (the arithmetic in
+#     cudasim's own headers aside); without it counting mode reports FLOPs only where the program
+#     declares them (cudasim::profile_flops).
+# A build that reuses another (CLOCKWORK_FRAMEWORK_BUILD) loads that build's plugins. Both emit
+# x86-64 instructions.
+set(CUDASIM_PLUGINS "")
 set(CUDASIM_FLOPS_PLUGIN "")
 if(CLOCKWORK_CUDASIM_CHECK AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
   if(CLOCKWORK_FRAMEWORK_BUILD AND EXISTS "${CLOCKWORK_FRAMEWORK_BUILD}/lib/cudasim_flops.so")
-    set(CUDASIM_FLOPS_PLUGIN "${CLOCKWORK_FRAMEWORK_BUILD}/lib/cudasim_flops.so")
+    set(_cudasim_plugin_lib "${CLOCKWORK_FRAMEWORK_BUILD}/lib")
   else()
     execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=plugin
                     OUTPUT_VARIABLE _cudasim_plugin_dir OUTPUT_STRIP_TRAILING_WHITESPACE)
     if(EXISTS "${_cudasim_plugin_dir}/include/gcc-plugin.h")
-      add_library(cudasim_flops MODULE ${PROJECT_SOURCE_DIR}/harness/cudasim/flops/flops_plugin.cpp)
-      target_include_directories(cudasim_flops SYSTEM PRIVATE "${_cudasim_plugin_dir}/include")
-      target_compile_options(cudasim_flops PRIVATE -fno-rtti)
-      set_target_properties(cudasim_flops PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/lib)
-      set(CUDASIM_FLOPS_PLUGIN "${PROJECT_BINARY_DIR}/lib/cudasim_flops.so")
+      set(_cudasim_plugin_lib "${PROJECT_BINARY_DIR}/lib")
+      foreach(_plugin cudasim_inline_reads:inline_reads cudasim_flops:count_flops)
+        string(REPLACE ":" ";" _plugin "${_plugin}")
+        list(GET _plugin 0 _name)
+        list(GET _plugin 1 _file)
+        add_library(${_name} MODULE ${PROJECT_SOURCE_DIR}/harness/cudasim/plugins/${_file}.cpp)
+        target_include_directories(${_name} SYSTEM PRIVATE "${_cudasim_plugin_dir}/include")
+        target_compile_options(${_name} PRIVATE -fno-rtti)
+        set_target_properties(${_name} PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY ${_cudasim_plugin_lib})
+      endforeach()
     else()
       message(STATUS "cudasim: no GCC plugin headers (${_cudasim_plugin_dir}/include; Debian: gcc-"
-                     "<version>-plugin-dev): counting mode will not count FLOPs")
+                     "<version>-plugin-dev): checking makes a call for every read, and counting mode "
+                     "will not count FLOPs")
     endif()
   endif()
-  if(CUDASIM_FLOPS_PLUGIN)
-    list(APPEND CUDASIM_CHECK_FLAGS -fplugin=${CUDASIM_FLOPS_PLUGIN}
-         -fplugin-arg-cudasim_flops-skip=${CUDASIM_INCLUDE_DIR} -DCUDASIM_COUNTS_FLOPS)
+  if(_cudasim_plugin_lib)
+    set(CUDASIM_FLOPS_PLUGIN "${_cudasim_plugin_lib}/cudasim_flops.so")
+    set(CUDASIM_PLUGINS "${_cudasim_plugin_lib}/cudasim_inline_reads.so" "${CUDASIM_FLOPS_PLUGIN}")
+    list(APPEND CUDASIM_CHECK_FLAGS -fplugin=${_cudasim_plugin_lib}/cudasim_inline_reads.so
+         -fplugin=${CUDASIM_FLOPS_PLUGIN} -fplugin-arg-cudasim_flops-skip=${CUDASIM_INCLUDE_DIR}
+         -DCUDASIM_COUNTS_FLOPS)
   endif()
 endif()
 
@@ -128,8 +142,8 @@ function(cudasim_target_sources target)
         VERBATIM)
       set_property(DIRECTORY APPEND PROPERTY CUDASIM_GENERATED "${out}")
       set_source_files_properties("${out}" PROPERTIES COMPILE_OPTIONS "${opts}")
-      if(checked AND CUDASIM_FLOPS_PLUGIN)  # rebuilt when the plugin changes
-        set_source_files_properties("${out}" PROPERTIES OBJECT_DEPENDS "${CUDASIM_FLOPS_PLUGIN}")
+      if(checked AND CUDASIM_PLUGINS)  # rebuilt when a plugin changes
+        set_source_files_properties("${out}" PROPERTIES OBJECT_DEPENDS "${CUDASIM_PLUGINS}")
       endif()
     endif()
     target_sources(${target} PRIVATE "${out}")

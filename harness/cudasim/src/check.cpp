@@ -59,6 +59,15 @@
 #include "runtime_internal.h"
 #include "symbolize.h"
 
+extern "C" {
+__thread cudasim::detail::check::ReadFilter __cudasim_read_filter = {};
+}
+// The plugin's instructions use these offsets (harness/cudasim/plugins/inline_reads.cpp).
+static_assert(offsetof(cudasim::detail::check::ReadFilter, words) == 8);
+static_assert(offsetof(cudasim::detail::check::ReadFilter, tokens) == 16);
+static_assert(offsetof(cudasim::detail::check::ReadFilter, token) == 24);
+static_assert(offsetof(cudasim::detail::check::ReadFilter, any) == 28);
+
 namespace cudasim::detail {
 
 namespace {
@@ -70,6 +79,7 @@ bool program_is_instrumented() { return g_instrumented.load(std::memory_order_re
 namespace check {
 
 bool g_launch_checked = false;
+std::atomic<unsigned long long> g_read_calls{0};  // ThreadState::read_calls of the blocks that ended
 
 namespace {
 
@@ -260,6 +270,8 @@ struct ThreadState {
   size_t dyn_elem = 0;
   std::vector<SharedVar> vars;
   SharedCell* cells = nullptr;     // per word of the whole window
+  uint32_t* tokens = nullptr;      // per word: its read grant (ReadFilter)
+  unsigned long long read_calls = 0;  // __tsan_read4 calls of the running block (fast4)
   SharedLines* lines = nullptr;
   uint16_t epoch = 0;              // shared-memory barrier intervals on this thread (low 16 bits; never 0)
   uint32_t block_epoch = 0;        // barrier intervals of the running block (device memory records)
@@ -475,12 +487,32 @@ inline bool keep_read2(const SharedCell& c, uint16_t ep, unsigned me) {
     record_write(s, c, i, me, mask, atomic, pc);
   } else if (c.r1_epoch != s.epoch) {
     record_read1(s, c, i, me, mask, atomic, pc);
-  } else if (c.r1_lane == me) {
+  } else if (c.r1_lane == me) {  // the same thread again: its latest read is the one a writer may race with
     c.masks = static_cast<uint8_t>(c.masks | (mask << 4));
     s.lines[i].r1_clock = own_clock(s, me);
+    s.lines[i].r1_pc = pc_offset(pc);
   } else if (!keep_read2(c, s.epoch, me)) {
     record_read2(s, c, i, me, mask, atomic, pc);
   }
+}
+
+// The read grant of word `i` (at `w`) as an access has just left it (see ReadFilter): the grant
+// for every warp when a read by any thread would find no write of this barrier interval and be
+// one record_shared() keeps as it is; for one warp when that holds for its threads only; else 0.
+// Such a read is one the kept readers cover: both are of this interval and of the whole word,
+// and a repeat by either of them comes at the clock it already has. (Skipped, such a repeat leaves
+// the earlier read's line on record: in one generation both are ordered alike with any write.)
+[[gnu::always_inline]] inline uint32_t read_grant(const ThreadState& s, const SharedCell& c, size_t i, uintptr_t w) {
+  const uint16_t ep = s.epoch;
+  if (c.w_epoch == ep || c.r1_epoch != ep || c.r2_epoch != ep) return 0;
+  if ((c.masks >> 4) != 0xf || (c.masks2 & 0x4f) != 0xf) return 0;
+  const uintptr_t off = w - s.arena;
+  if (off < s.capacity ? c.owner == 0 : (w < s.dyn_lo || w + 4 > s.dyn_lo + s.dyn_bytes)) return 0;
+  const SharedLines& l = s.lines[i];
+  if (l.r1_clock != own_clock(s, c.r1_lane) || l.r2_clock != own_clock(s, c.r2_lane)) return 0;
+  // keep_read2(): readers of two warps cover any third thread; readers of one warp, its own.
+  const unsigned w1 = c.r1_lane >> 5u;
+  return w1 != (c.r2_lane >> 5u) ? __cudasim_read_filter.any : __cudasim_read_filter.generation | w1;
 }
 
 // One access of `size` bytes at `a`, within one 4-byte word of the block's shared memory.
@@ -507,6 +539,7 @@ inline bool keep_read2(const SharedCell& c, uint16_t ep, unsigned me) {
     }
   }
   record_shared(s, c, i, me, mask, write, atomic, pc);
+  if (s.fast4) s.tokens[i] = write ? 0 : read_grant(s, c, i, w);
 }
 
 [[gnu::always_inline]] inline void shared_access(ThreadState& s, uintptr_t a, size_t size, bool write, bool atomic,
@@ -788,6 +821,7 @@ void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const vo
   if (c.w_epoch == ep && c.w_lane != me) return false;
   if (write && ((c.r1_epoch == ep && c.r1_lane != me) || (c.r2_epoch == ep && c.r2_lane != me))) return false;
   record_shared(s, c, i, me, 0xf, write, false, pc);
+  if (race && bounds && s.fast4) s.tokens[i] = write ? 0 : read_grant(s, c, i, a);
   return true;
 }
 
@@ -880,6 +914,7 @@ void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const vo
   if (!s) return true;  // no checked kernel code running: nothing to do
   const auto a = reinterpret_cast<uintptr_t>(p);
   if (__builtin_expect(s->fast4, 1)) {
+    if (!write) ++s->read_calls;
     return shared_fast_word(*s, a, write, true, true, pc) || (!write && global_read_fast(*s, a, 4));
   }
   if (s->count_fast) {
@@ -918,9 +953,23 @@ inline void note_poll(const void* p, unsigned threshold, const char* why, const 
 
 ThreadState* this_thread_state() { return tl_state; }
 
+// Voids every read grant given so far (ReadFilter). A generation is a multiple of 64 in 32 bits:
+// when the count wraps (once per 2^26), the grants are cleared, so that none can look current.
+void next_grant_generation(ThreadState& s) {
+  ReadFilter& f = __cudasim_read_filter;
+  f.generation += 64;
+  if (f.generation == 0) {
+    if (s.tokens) std::memset(s.tokens, 0, s.window_words * sizeof(uint32_t));
+    f.generation = 64;
+  }
+  f.any = f.generation | 32;
+  if (tl_lane) lane_running(tl_lane->linear);
+}
+
 // Barrier intervals are counted in 16 bits: when the count wraps, every recorded access is
 // forgotten (once per 65535 intervals), so that an old one can never look current.
 void next_shared_epoch(ThreadState& s) {
+  next_grant_generation(s);
   if (++s.epoch != 0) return;
   for (size_t w = 0; w < (s.window_end - s.arena) / 4; ++w) s.cells[w].w_epoch = s.cells[w].r1_epoch = s.cells[w].r2_epoch = 0;
   s.epoch = 1;
@@ -981,6 +1030,7 @@ void block_begin(const BlockInfo& b) {
   if (!s.cells) {
     s.cells = static_cast<SharedCell*>(reserve((s.window_end - s.arena) / 4 * sizeof(SharedCell)));
     s.lines = static_cast<SharedLines*>(reserve((s.window_end - s.arena) / 4 * sizeof(SharedLines)));
+    s.tokens = static_cast<uint32_t*>(reserve((s.window_end - s.arena) / 4 * sizeof(uint32_t)));
   }
   for (size_t w = 0; w < s.arena_marked / 4; ++w) s.cells[w].owner = 0;
   s.arena_marked = 0;
@@ -994,11 +1044,20 @@ void block_begin(const BlockInfo& b) {
     s.spin_count[i] = 0;
   }
   if ((s.checks & (kCheckRace | kCheckInit)) && !g_init_bits) ensure_global_shadow();
+  ReadFilter& f = __cudasim_read_filter;
+  f.base = s.arena;
+  f.tokens = s.tokens;
+  f.words = s.fast4 ? s.window_words : 0;  // grants are given in this mode only
   s.active = true;
 }
 
 void block_end() {
-  if (tl_state) tl_state->active = false;
+  __cudasim_read_filter.words = 0;
+  if (tl_state) {
+    g_read_calls.fetch_add(tl_state->read_calls, std::memory_order_relaxed);
+    tl_state->read_calls = 0;
+    tl_state->active = false;
+  }
   if (tl_state && tl_state->profile) profile::block_end();
 }
 
@@ -1030,6 +1089,7 @@ void warp_released(const Lane* lanes, unsigned base, unsigned width, unsigned re
     todo &= ~group;
     todo &= ~(1u << first);
   }
+  next_grant_generation(*s);  // the released lanes' clocks moved
 }
 
 void shared_variable(const void* p, size_t bytes, size_t elem_bytes, const char* name, const char* file, unsigned line) {
@@ -1055,6 +1115,7 @@ void fence() {
   // Within the block: what this thread did so far is published (see shared_ordered).
   const unsigned me = tl_lane->linear;
   s->published[me] = s->vc[me][me & 31]++;
+  next_grant_generation(*s);  // its clock moved
   const uint64_t block = s->block_linear;
   if (g_launch.nblocks > kFenceTableBlocks) {
     g_launch.any_fence.store(true, std::memory_order_relaxed);
@@ -1117,6 +1178,10 @@ void note_free(size_t region_offset, size_t bytes) {
 
 }  // namespace check
 }  // namespace cudasim::detail
+
+unsigned long long cudasim::checker_read_calls() {
+  return detail::check::g_read_calls.load(std::memory_order_relaxed);
+}
 
 // ---- the instrumentation's entry points ------------------------------------------------------------
 

@@ -9,6 +9,35 @@
 
 namespace cudasim::detail::check {
 
+/// What the inline read check consults. In checked code, the compiler plugin
+/// (harness/cudasim/plugins/inline_reads.cpp) puts a few instructions before every plain 4-byte
+/// read: the read needs nothing more when its word of shared memory holds a grant equal to the
+/// running lane's `token` or to `any`; any other read calls __tsan_read4. The checker gives a word
+/// a grant after an access that leaves the word where one more read, by a thread of one warp or
+/// of any warp, would neither be a hazard nor change what is recorded. A barrier, a warp's
+/// synchronisation, a fence and a new block start a new generation, which voids every grant given
+/// before. The plugin addresses the fields by these offsets.
+struct ReadFilter {
+  uintptr_t base;          // 0: the block's shared-memory window
+  uintptr_t words;         // 8: its 4-byte words; 0 while no read may skip the check
+  const uint32_t* tokens;  // 16: per word, its grant (0: none)
+  uint32_t token;          // 24: the running lane's: generation | its warp
+  uint32_t any;            // 28: generation | 32
+  uint32_t generation;     // 32: a multiple of 64, never 0
+};
+
+}  // namespace cudasim::detail::check
+
+/// One per OS thread, under a name the plugin's instructions can address (local-exec TLS).
+extern "C" __thread cudasim::detail::check::ReadFilter __cudasim_read_filter;
+
+namespace cudasim::detail::check {
+
+/// The scheduler switched to the lane with linear index `linear`.
+inline void lane_running(unsigned linear) {
+  __cudasim_read_filter.token = __cudasim_read_filter.generation | (linear >> 5);
+}
+
 /// Whether the running launch is checked (the program is instrumented and CUDASIM_CHECK asks for
 /// a check). Read by the scheduler before every hook call, so unchecked runs pay one branch.
 extern bool g_launch_checked;

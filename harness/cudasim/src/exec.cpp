@@ -298,6 +298,13 @@ std::string kernel_str(const Worker& w) {
 
 // ---- switching between fibers ------------------------------------------------------------------
 
+// Makes lane k the running one, where its fiber starts or resumes (the checker's inline read check
+// needs its warp).
+[[gnu::always_inline]] inline void run_lane(Worker& w, unsigned k) {
+  tl_lane = &w.lanes[k];
+  check::lane_running(w.lanes[k].linear);
+}
+
 // Both are forced inline: every call level between a barrier and the context switch costs a
 // mispredicted return when the other fiber resumes (the CPU's return predictor cannot follow a
 // stack switch), which is most of the price of a switch.
@@ -327,7 +334,7 @@ std::string kernel_str(const Worker& w) {
   } else {
     jump(w, w.scheduler, &w.fibers[self]);
   }
-  tl_lane = &w.lanes[self];
+  run_lane(w, self);
 }
 
 // Adds lane k to be run after everything queued, or before it.
@@ -390,7 +397,7 @@ bc::fiber make_fiber(Worker& w, unsigned index) {
                    [index](bc::fiber&& from) -> bc::fiber {
                      Worker& w = *tl_worker;
                      *w.resumer = std::move(from);
-                     tl_lane = &w.lanes[index];
+                     run_lane(w, index);
                      for (;;) {
                        check::tl_checked = w.checked ? check::this_thread_state() : nullptr;
                        try {
@@ -970,7 +977,7 @@ void yield_lane(Worker& w, unsigned me) {
   if (!next_ready(w, next) || next == me) return;
   tl_lane = &w.lanes[next];
   jump(w, w.fibers[next], &w.fibers[me]);
-  tl_lane = &w.lanes[me];
+  run_lane(w, me);
 }
 
 void spin_yield_at(const char* why, const void* pc) {

@@ -28,7 +28,7 @@
 // in a register is not loaded again. Bytes moved count traffic between the SM and the L2 cache;
 // with perfect reuse in L2 DRAM sees less, with no reuse the same.
 //
-// FLOPs: code compiled with cudasim's GCC plugin (harness/cudasim/flops, loaded with the checking
+// FLOPs: code compiled with cudasim's GCC plugin (harness/cudasim/plugins, loaded with the checking
 // instrumentation when GCC's plugin headers are installed) adds each basic block's floating-point
 // operations to a per-OS-thread counter, __cudasim_flops; a block's FLOPs are the counter's growth
 // between its start and its end, when only its threads ran on that OS thread. A program (or a

@@ -59,6 +59,12 @@ void reload_options();
 /// (`cudasim-cc --check`, the `_check` test binaries) and CUDASIM_CHECK asks for a check.
 bool checking();
 
+/// How many plain 4-byte reads of checked kernel code have called into the checker so far, in
+/// blocks that finished and were checked for races and bounds (CUDASIM_CHECK=all), counting mode
+/// off. With cudasim's GCC plugins, checked code skips the call for reads the checker has said
+/// need nothing more; tests of that use this count.
+unsigned long long checker_read_calls();
+
 // ---- counting mode (CUDASIM_PROFILE=1, see handouts/profiling.md) ------------------------------
 // A program built for checking or profiling (`cudasim-cc --check` / `--profile`) counts its
 // kernels' global and shared memory requests per warp-level instruction, as Nsight Compute does,
