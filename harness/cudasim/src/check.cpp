@@ -1047,7 +1047,7 @@ void block_begin(const BlockInfo& b) {
   ReadFilter& f = __cudasim_read_filter;
   f.base = s.arena;
   f.tokens = s.tokens;
-  f.words = s.fast4 ? s.window_words : 0;  // grants are given in this mode only
+  f.words = s.fast4 && inline_reads_enabled() ? s.window_words : 0;  // grants are given in this mode only
   s.active = true;
 }
 

@@ -55,6 +55,7 @@ struct Options {
   bool checks_given = false;  // CUDASIM_CHECK is set (a checked program checks everything otherwise)
   double spin_timeout_s = 20;  // a spin-wait without progress for this long is a livelock
   bool profile = false;        // counting mode (CUDASIM_PROFILE)
+  bool inline_reads = true;    // the inline read check may skip calls (CUDASIM_INLINE_READS)
 };
 
 bool g_profile_by_default = false;  // set before main by programs built with --profile
@@ -124,6 +125,7 @@ Options read_options() {
     o.checks_given = true;
   }
   o.profile = env_number("CUDASIM_PROFILE", g_profile_by_default ? 1 : 0, 0, 1) != 0;
+  o.inline_reads = env_number("CUDASIM_INLINE_READS", 1, 0, 1) != 0;
   return o;
 }
 
@@ -1037,6 +1039,8 @@ void profile_by_default() {
   g_profile_by_default = true;
   reload_options();
 }
+
+bool inline_reads_enabled() { return options().inline_reads; }
 
 unsigned requested_checks() {
   if (options().checks_given) return options().checks;

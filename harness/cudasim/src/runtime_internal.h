@@ -50,6 +50,9 @@ enum CheckKind : unsigned { kCheckRace = 1, kCheckBounds = 2, kCheckInit = 4 };
 
 /// The checks CUDASIM_CHECK asks for (a CheckKind mask), whether or not the program can do them.
 unsigned requested_checks();
+/// Whether checked code may skip the call into the checker for the reads it has granted
+/// (CUDASIM_INLINE_READS=0: every read calls, to compare against).
+bool inline_reads_enabled();
 
 /// Whether CUDASIM_PROFILE asks for counting mode (or the program was built with --profile).
 bool profiling_requested();
