@@ -66,7 +66,8 @@ endif()
 set(CUDASIM_PLUGINS "")
 set(CUDASIM_FLOPS_PLUGIN "")
 if(CLOCKWORK_CUDASIM_CHECK AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
-  if(CLOCKWORK_FRAMEWORK_BUILD AND EXISTS "${CLOCKWORK_FRAMEWORK_BUILD}/lib/cudasim_flops.so")
+  if(CLOCKWORK_FRAMEWORK_BUILD AND EXISTS "${CLOCKWORK_FRAMEWORK_BUILD}/lib/cudasim_flops.so"
+     AND EXISTS "${CLOCKWORK_FRAMEWORK_BUILD}/lib/cudasim_inline_reads.so")
     set(_cudasim_plugin_lib "${CLOCKWORK_FRAMEWORK_BUILD}/lib")
   else()
     execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=plugin
@@ -91,9 +92,10 @@ if(CLOCKWORK_CUDASIM_CHECK AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_SY
   if(_cudasim_plugin_lib)
     set(CUDASIM_FLOPS_PLUGIN "${_cudasim_plugin_lib}/cudasim_flops.so")
     set(CUDASIM_PLUGINS "${_cudasim_plugin_lib}/cudasim_inline_reads.so" "${CUDASIM_FLOPS_PLUGIN}")
-    list(APPEND CUDASIM_CHECK_FLAGS -fplugin=${_cudasim_plugin_lib}/cudasim_inline_reads.so
-         -fplugin=${CUDASIM_FLOPS_PLUGIN} -fplugin-arg-cudasim_flops-skip=${CUDASIM_INCLUDE_DIR}
-         -DCUDASIM_COUNTS_FLOPS)
+    foreach(_plugin ${CUDASIM_PLUGINS})
+      list(APPEND CUDASIM_CHECK_FLAGS -fplugin=${_plugin})
+    endforeach()
+    list(APPEND CUDASIM_CHECK_FLAGS -fplugin-arg-cudasim_flops-skip=${CUDASIM_INCLUDE_DIR} -DCUDASIM_COUNTS_FLOPS)
   endif()
 endif()
 

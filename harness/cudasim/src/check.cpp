@@ -478,9 +478,29 @@ inline bool keep_read2(const SharedCell& c, uint16_t ep, unsigned me) {
   return c.r2_epoch == ep && c.r2_lane != me && ((c.r2_lane >> 5) != (c.r1_lane >> 5) || (me >> 5) == (c.r1_lane >> 5));
 }
 
+// The read grant of word `i` as an access has just left it (see ReadFilter): the grant
+// for every warp when a read by any thread would find no write of this barrier interval and be
+// one record_shared() keeps as it is; for one warp when that holds for its threads only; else 0.
+// Such a read is one the kept readers cover: both are of this interval and of the whole word,
+// and a repeat by either of them comes at the clock it already has. (Skipped, such a repeat leaves
+// the earlier read's line on record: in one generation both are ordered alike with any write.)
+[[gnu::always_inline]] inline uint32_t read_grant(const ThreadState& s, const SharedCell& c, size_t i) {
+  const uint16_t ep = s.epoch;
+  if (c.w_epoch == ep || c.r1_epoch != ep || c.r2_epoch != ep) return 0;
+  if ((c.masks >> 4) != 0xf || (c.masks2 & 0x4f) != 0xf) return 0;
+  const uintptr_t w = s.arena + 4 * i;
+  if (4 * i < s.capacity ? c.owner == 0 : (w < s.dyn_lo || w + 4 > s.dyn_lo + s.dyn_bytes)) return 0;
+  const SharedLines& l = s.lines[i];
+  if (l.r1_clock != own_clock(s, c.r1_lane) || l.r2_clock != own_clock(s, c.r2_lane)) return 0;
+  // keep_read2(): readers of two warps cover any third thread; readers of one warp, its own.
+  const unsigned w1 = c.r1_lane >> 5u;
+  return w1 != (c.r2_lane >> 5u) ? __cudasim_read_filter.any : __cudasim_read_filter.generation | w1;
+}
+
 // Records an access to the word of cell `c` (index `i`) once it has been compared with the
 // previous ones: a write replaces the last write, a read becomes read 1 (the first of this
-// interval, or this thread's again) or read 2.
+// interval, or this thread's again) or read 2. Then sets the word's read grant (checking races
+// and bounds, fast4: the only mode whose reads may skip the call).
 [[gnu::always_inline]] inline void record_shared(ThreadState& s, SharedCell& c, size_t i, unsigned me, unsigned mask,
                                                  bool write, bool atomic, const void* pc) {
   if (write) {
@@ -494,25 +514,7 @@ inline bool keep_read2(const SharedCell& c, uint16_t ep, unsigned me) {
   } else if (!keep_read2(c, s.epoch, me)) {
     record_read2(s, c, i, me, mask, atomic, pc);
   }
-}
-
-// The read grant of word `i` (at `w`) as an access has just left it (see ReadFilter): the grant
-// for every warp when a read by any thread would find no write of this barrier interval and be
-// one record_shared() keeps as it is; for one warp when that holds for its threads only; else 0.
-// Such a read is one the kept readers cover: both are of this interval and of the whole word,
-// and a repeat by either of them comes at the clock it already has. (Skipped, such a repeat leaves
-// the earlier read's line on record: in one generation both are ordered alike with any write.)
-[[gnu::always_inline]] inline uint32_t read_grant(const ThreadState& s, const SharedCell& c, size_t i, uintptr_t w) {
-  const uint16_t ep = s.epoch;
-  if (c.w_epoch == ep || c.r1_epoch != ep || c.r2_epoch != ep) return 0;
-  if ((c.masks >> 4) != 0xf || (c.masks2 & 0x4f) != 0xf) return 0;
-  const uintptr_t off = w - s.arena;
-  if (off < s.capacity ? c.owner == 0 : (w < s.dyn_lo || w + 4 > s.dyn_lo + s.dyn_bytes)) return 0;
-  const SharedLines& l = s.lines[i];
-  if (l.r1_clock != own_clock(s, c.r1_lane) || l.r2_clock != own_clock(s, c.r2_lane)) return 0;
-  // keep_read2(): readers of two warps cover any third thread; readers of one warp, its own.
-  const unsigned w1 = c.r1_lane >> 5u;
-  return w1 != (c.r2_lane >> 5u) ? __cudasim_read_filter.any : __cudasim_read_filter.generation | w1;
+  if (s.fast4) s.tokens[i] = write ? 0 : read_grant(s, c, i);
 }
 
 // One access of `size` bytes at `a`, within one 4-byte word of the block's shared memory.
@@ -539,7 +541,6 @@ inline bool keep_read2(const SharedCell& c, uint16_t ep, unsigned me) {
     }
   }
   record_shared(s, c, i, me, mask, write, atomic, pc);
-  if (s.fast4) s.tokens[i] = write ? 0 : read_grant(s, c, i, w);
 }
 
 [[gnu::always_inline]] inline void shared_access(ThreadState& s, uintptr_t a, size_t size, bool write, bool atomic,
@@ -821,7 +822,6 @@ void other_access(ThreadState& s, uintptr_t a, size_t size, bool write, const vo
   if (c.w_epoch == ep && c.w_lane != me) return false;
   if (write && ((c.r1_epoch == ep && c.r1_lane != me) || (c.r2_epoch == ep && c.r2_lane != me))) return false;
   record_shared(s, c, i, me, 0xf, write, false, pc);
-  if (race && bounds && s.fast4) s.tokens[i] = write ? 0 : read_grant(s, c, i, a);
   return true;
 }
 
@@ -1053,12 +1053,12 @@ void block_begin(const BlockInfo& b) {
 
 void block_end() {
   __cudasim_read_filter.words = 0;
-  if (tl_state) {
-    g_read_calls.fetch_add(tl_state->read_calls, std::memory_order_relaxed);
-    tl_state->read_calls = 0;
-    tl_state->active = false;
+  if (ThreadState* s = tl_state) {
+    g_read_calls.fetch_add(s->read_calls, std::memory_order_relaxed);
+    s->read_calls = 0;
+    s->active = false;
+    if (s->profile) profile::block_end();
   }
-  if (tl_state && tl_state->profile) profile::block_end();
 }
 
 void barrier_released() {
