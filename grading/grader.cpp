@@ -26,6 +26,7 @@
 
 #include "grading/results.h"
 #include "grading/sandbox.h"
+#include "grading/symbols.h"
 #include "tools/handout/process.h"
 #include "tools/handout/test_reports.h"
 
@@ -940,6 +941,96 @@ struct Pipeline {
     return "";
   }
 
+  // ---- what student code may name (symbols.h) -----------------------------------------------------
+  // The objects compiled from student files that `targets` link: with Ninja, the compile steps
+  // (ninja -t compdb) whose output `targets` need (ninja -t inputs); otherwise every object of a
+  // student file in compile_commands.json. A student file compiles from the tree, or on the CPU
+  // backend from its rewritten copy in cudasim-gen/ (<file>.cpp, and <file>.check.cpp for the
+  // checked run).
+  std::vector<StudentObject> student_objects(const std::vector<std::string>& targets) const {
+    json steps;
+    std::set<std::string> needed;
+    const bool ninja = fs::exists(build_dir / "build.ninja");
+    try {
+      if (ninja) {
+        steps = json::parse(ninja_tool({"-t", "compdb"}, build_dir));
+        std::vector<std::string> args = {"-t", "inputs"};
+        args.insert(args.end(), targets.begin(), targets.end());
+        std::istringstream in(ninja_tool(args, build_dir));
+        for (std::string line; std::getline(in, line);) needed.insert(line);
+      } else {
+        steps = json::parse(handout::read_file(build_dir / "compile_commands.json"));
+      }
+    } catch (const json::exception& e) {
+      throw GraderError(std::string("the build's list of compile commands is unreadable: ") + e.what());
+    }
+    const fs::path generated = build_dir / "cudasim-gen";
+    auto student_file = [&](const fs::path& source, bool& checked) -> std::string {
+      std::string rel = source.lexically_relative(generated).generic_string();
+      if (!rel.empty() && !starts_with(rel, "..")) {
+        checked = rel.size() > 10 && rel.compare(rel.size() - 10, 10, ".check.cpp") == 0;
+        const size_t strip = checked ? 10 : (rel.size() > 4 && rel.compare(rel.size() - 4, 4, ".cpp") == 0 ? 4 : 0);
+        rel.resize(rel.size() - strip);
+      } else {
+        checked = false;
+        rel = source.lexically_relative(tree_dir).generic_string();
+      }
+      return rubric.student_files.count(rel) ? rel : "";
+    };
+    std::vector<StudentObject> objects;
+    std::set<std::string> listed;
+    for (const json& step : steps) {
+      if (!step.is_object() || !step.contains("file") || !step.contains("directory")) continue;
+      const fs::path dir = step["directory"].get<std::string>();
+      const fs::path source = (dir / step["file"].get<std::string>()).lexically_normal();
+      bool checked = false;
+      const std::string file = student_file(source, checked);
+      if (file.empty()) continue;
+      std::string output = step.value("output", "");
+      if (output.empty()) {  // compile_commands.json: the argument of -o
+        std::istringstream words(step.value("command", ""));
+        for (std::string w, last; words >> w; last = w) {
+          if (last == "-o") output = w;
+        }
+      }
+      if (output.empty() || (ninja && !needed.count(output))) continue;
+      const fs::path path = (dir / output).lexically_normal();
+      if (!fs::is_regular_file(path) || !listed.insert(path.string()).second) continue;
+      objects.push_back({path.string(), file, checked});
+    }
+    return objects;
+  }
+
+  // Reads the symbols of the student objects that `targets` link and returns what the student is
+  // told when one of them names what it may not (symbols.h), or "" when none does. nm runs as the
+  // student user: it parses files the submission made.
+  std::string refused_symbols(const std::vector<std::string>& targets) {
+    const std::vector<StudentObject> objects = student_objects(targets);
+    if (objects.empty()) return "";
+    const std::string nm = handout::find_program("nm");
+    if (nm.empty()) throw GraderError("nm (binutils) is not installed: the grader reads the submission's symbols with it");
+    handout::RunOptions r;
+    r.argv = {nm, "-P", "-g", "-A"};
+    for (const StudentObject& o : objects) r.argv.push_back(o.object);
+    r.argv = sandbox.wrap(r.argv);
+    r.cwd = build_dir;
+    r.env["LC_ALL"] = "C";
+    r.timeout_s = std::min(300.0, std::max(1.0, time_left()));
+    r.output_file = reports_dir / "symbols.txt";
+    r.max_output = 4096;
+    r.max_file_bytes = 1ull << 30;
+    const handout::RunResult run = handout::run_process(r);
+    try {
+      if (!run.succeeded()) throw std::runtime_error("nm failed (" + run.describe() + "): " + run.output);
+      const std::vector<ForbiddenSymbol> found = forbidden_symbols(handout::read_file(r.output_file), objects);
+      return found.empty() ? "" : describe_forbidden(found);
+    } catch (const std::runtime_error& e) {
+      // Nothing is graded unchecked: an object whose symbols cannot be read is refused.
+      return "The grader could not read the symbols of the objects compiled from your files, so they were not "
+             "graded (" + handout::shorten(e.what(), 600, 0.5) + ").\n";
+    }
+  }
+
   // Configures the framework copy (always: cheap next to a build, and it follows any change of
   // the tree such as the hidden tests coming or going). With a framework build to reuse, a
   // configure that refuses it (different framework files, compiler or flags) is repeated without.
@@ -1341,6 +1432,15 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
                                  elapsed());
     }
     p.top << "Build: " << static_cast<long>(seconds + 0.5) << " s.\n";
+    const std::string refused = p.refused_symbols(student_targets);
+    phase("reading the submission's symbols");
+    if (!refused.empty()) {
+      p.top << "\n" << refused;
+      return make_failed_results(&p.rubric, p.top.str(),
+                                 "Not run: your code names parts of the framework it may not use (see the overall "
+                                 "output).",
+                                 elapsed());
+    }
   }
   if (!p.hidden_programs.empty()) {
     p.link_hidden_programs();

@@ -8,7 +8,8 @@
 //   - a kernel that never returns is stopped by the time limit and fails only its tests;
 //   - modified tests, CMake files or rubric in a submission are ignored, and the output says so;
 //   - cheats (Cheat*): submissions that try to get points without the work, or to read secrets,
-//     score what the work deserves (0 for the stubs) and show no seed in results.json.
+//     score what the work deserves (0 for the stubs) and show no seed in results.json; one that
+//     names the checker or the reference is not graded at all.
 // Every grading shares one work folder, so a grading only recompiles what its submission changed.
 #include <gtest/gtest.h>
 
@@ -926,6 +927,38 @@ TEST_F(Cheat, FifoInSubmission) {
   const std::string out = results["output"];
   EXPECT_NE(out.find("kernels/embedding.cu (not a regular file"), std::string::npos) << out;
   EXPECT_NE(out.find("notes (not a regular file"), std::string::npos) << out;
+}
+
+TEST_F(Cheat, NamesTheCheckerAndTheReference) {
+  // The reference solution, which earns full marks, with the checker switched off in every
+  // thread and a declaration of the reference's embedding, the checker's name built by a macro:
+  // the grader finds both names in the objects' symbols and grades nothing.
+  const fs::path sub = reference_submission("cheat-names");
+  std::ofstream(sub / "kernels/embedding.cu", std::ios::app) << R"CHEAT(
+#define CLOCKWORK_JOIN(a, b) a##b
+namespace cudasim::detail::check {
+struct ThreadState;
+inline thread_local ThreadState* CLOCKWORK_JOIN(tl_, checked) = nullptr;
+}  // namespace cudasim::detail::check
+namespace at {
+class Tensor;
+}  // namespace at
+namespace clockwork::ref {
+at::Tensor embedding(const at::Tensor& ids, const at::Tensor& table);
+}  // namespace clockwork::ref
+[[gnu::used]] void clockwork_quiet_checker() { cudasim::detail::check::tl_checked = nullptr; }
+[[gnu::used]] static auto* const clockwork_borrowed = &clockwork::ref::embedding;
+)CHEAT";
+  const json results = grade_cheat(sub, 0);
+  const std::string out = results["output"];
+  // Defined, as the inline variable it is in the checker's own header.
+  EXPECT_NE(out.find("kernels/embedding.cu defines cudasim::detail::check::tl_checked: the CPU backend's checker"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("kernels/embedding.cu refers to clockwork::ref::embedding(at::Tensor const&, at::Tensor const&)"),
+            std::string::npos)
+      << out;
+  for (const json& t : results["tests"]) EXPECT_NE(t["output"].get<std::string>().find("Not run"), std::string::npos);
 }
 
 }  // namespace
