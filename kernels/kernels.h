@@ -327,6 +327,21 @@ size_t flash_attention_shared_bytes(int n_heads, int n_kv_heads, int head_dim);
 /// block of the full tile would not fit; 0 for shapes it refuses.
 int flash_attention_tile(int n_heads, int n_kv_heads, int head_dim);
 
+/// flash_attention() with both products on tensor cores: Q, K, V and the softmax's
+/// probabilities rounded to bf16, every sum in fp32 (nvcuda::wmma, compute capability 8.0 and
+/// up). A bf16 operand keeps 8 significant bits, so the output is about 2^-8 relative from the
+/// fp32 result: not for the model's pipeline, whose activations stay fp32, but the form every
+/// serving engine runs, and what FlashAttention's published throughput is measured in.
+/// Throws std::invalid_argument for bad sizes, aliasing, head_dim not a multiple of 16 or over
+/// 128, or more than 8 query heads per KV head; std::runtime_error on a GPU older than sm_80.
+/// Arguments as flash_attention().
+void flash_attention_tensor_cores(const float* q, const float* k, const float* v, float* out,
+                                  int s, int n_heads, int n_kv_heads, int head_dim,
+                                  cudaStream_t stream = nullptr);
+
+/// Bytes of shared memory one flash_attention_tensor_cores() block uses (0 for invalid shapes).
+size_t flash_attention_tensor_cores_shared_bytes(int n_heads, int n_kv_heads, int head_dim);
+
 // ---- milestone 5 (extension): batched decode over a shared page pool ------------------------
 
 /// One layer's K and V for a *batch* of requests that share one pool of pages.

@@ -286,37 +286,66 @@ void run_attention(Context& ctx) {
 }
 
 // Milestone 5's fused attention on the same shapes: compare its time and its memory (no [s, s]
-// workspace) with the rows of `attention` above.
+// workspace) with the rows of `attention` above. "tensor-cores" is its bf16 version on tensor
+// cores, the form FlashAttention's published figures are measured in.
 void run_flash_attention(Context& ctx) {
-  if (!ctx.options().wants("kernel")) return;
-  bool noted = false;
+  const bool fp32 = ctx.options().wants("kernel"), tensor_cores = ctx.options().wants("tensor-cores");
+  if (!fp32 && !tensor_cores) return;
+  bool noted = false, noted_tc = false;
   for (const Shape& sh : ctx.options().shapes) {
     if (skip_single_row(ctx, sh, "flash_attention", noted)) continue;
     const size_t s = sh.s, q_width = static_cast<size_t>(sh.n_heads) * sh.head_dim,
                  kv_width = static_cast<size_t>(sh.n_kv_heads) * sh.head_dim;
     DeviceBuffer<float> q(s * q_width), k(s * kv_width), v(s * kv_width), out(s * q_width);
-    const Timing t = ctx.time([&] {
-      kernels::flash_attention(q.get(), k.get(), v.get(), out.get(), sh.s, sh.n_heads,
-                               sh.n_kv_heads, sh.head_dim);
-    });
     const double sd = static_cast<double>(s), heads = sh.n_heads, hd = sh.head_dim;
-    const double tile = kernels::flash_attention_tile(sh.n_heads, sh.n_kv_heads, sh.head_dim);
-    const double tiles = std::ceil(sd / tile);
-    // Q·Kᵀ and P·V over the tile pairs on and below the diagonal only: n(n+1)/2 of n² for
-    // n = ceil(s / tile), 2·tile²·h_d each per query head.
-    const double pairs = tiles * (tiles + 1) / 2;
-    const double flops = heads * pairs * 4 * tile * tile * hd;
-    // q read and out written once; each block reads the K and V tiles up to its diagonal, once
-    // for its whole GQA group.
-    const double bytes = 4.0 * (2 * sd * q_width) + sh.n_kv_heads * pairs * 2 * tile * hd * 4;
     const int64_t memory = static_cast<int64_t>(4 * (2 * s * q_width + 2 * s * kv_width));
-    ctx.add(make_row("flash_attention", "kernel", "causal_gqa", sh,
-                     kv({{"s", sh.s},
-                         {"h", sh.n_heads},
-                         {"h_k", sh.n_kv_heads},
-                         {"h_d", sh.head_dim},
-                         {"mem_KiB", memory / 1024}}),
-                     bytes, flops, Peak::Fp32, t));
+    const std::string dims = kv({{"s", sh.s},
+                                 {"h", sh.n_heads},
+                                 {"h_k", sh.n_kv_heads},
+                                 {"h_d", sh.head_dim},
+                                 {"mem_KiB", memory / 1024}});
+    if (fp32) {
+      const Timing t = ctx.time([&] {
+        kernels::flash_attention(q.get(), k.get(), v.get(), out.get(), sh.s, sh.n_heads,
+                                 sh.n_kv_heads, sh.head_dim);
+      });
+      const double tile = kernels::flash_attention_tile(sh.n_heads, sh.n_kv_heads, sh.head_dim);
+      const double tiles = std::ceil(sd / tile);
+      // Q·Kᵀ and P·V over the tile pairs on and below the diagonal only: n(n+1)/2 of n² for
+      // n = ceil(s / tile), 2·tile²·h_d each per query head.
+      const double pairs = tiles * (tiles + 1) / 2;
+      const double flops = heads * pairs * 4 * tile * tile * hd;
+      // q read and out written once; each block reads the K and V tiles up to its diagonal, once
+      // for its whole GQA group.
+      const double bytes = 4.0 * (2 * sd * q_width) + sh.n_kv_heads * pairs * 2 * tile * hd * 4;
+      ctx.add(make_row("flash_attention", "kernel", "causal_gqa", sh, dims, bytes, flops,
+                       Peak::Fp32, t));
+    }
+    if (tensor_cores) {
+      const Timing t = [&]() -> Timing {
+        try {
+          return ctx.time([&] {
+            kernels::flash_attention_tensor_cores(q.get(), k.get(), v.get(), out.get(), sh.s,
+                                                  sh.n_heads, sh.n_kv_heads, sh.head_dim);
+          });
+        } catch (const std::exception& e) {  // a shape or a GPU it does not take
+          if (!noted_tc) ctx.note(std::string("flash_attention tensor-cores: skipped: ") + e.what());
+          noted_tc = true;
+          return {};
+        }
+      }();
+      if (t.repetitions == 0) continue;
+      // FlashAttention's own count, so that the TFLOP/s compare with its published figures:
+      // 4·s²·h·h_d for the two products, halved for causality.
+      const double flops = 2 * sd * sd * heads * hd;
+      // q read and out written once; K and V read, as fp32, once per block of
+      // 128 / group positions up to its last position.
+      const double positions = 16.0 * std::max(1, 8 / (sh.n_heads / sh.n_kv_heads));
+      const double blocks = std::ceil(sd / positions);
+      const double kv_reads = sh.n_kv_heads * blocks * (blocks + 1) / 2 * positions * 2 * hd * 4;
+      ctx.add(make_row("flash_attention", "tensor-cores", "causal_gqa", sh, dims,
+                       4.0 * (2 * sd * q_width) + kv_reads, flops, Peak::Bf16Tensor, t));
+    }
   }
 }
 
@@ -416,7 +445,7 @@ CLOCKWORK_BENCH_GROUP("attention", "causal GQA attention over the prompt, all he
                       kOneKernel);
 CLOCKWORK_BENCH_GROUP("flash_attention",
                       "fused causal GQA attention over the prompt (online softmax, no s x s buffer)",
-                      run_flash_attention, kOneKernel);
+                      run_flash_attention, {"kernel", "tensor-cores"});
 CLOCKWORK_BENCH_GROUP("swiglu", "SiLU(gate) * up over s x d_ff (memory-bound)", run_swiglu,
                       kOneKernel);
 CLOCKWORK_BENCH_GROUP("residual", "x += y over s x d (memory-bound)", run_residual, kOneKernel);

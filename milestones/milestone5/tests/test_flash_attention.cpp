@@ -75,20 +75,27 @@ Tensors tensors(const Case& c, const Inputs& in) {
           to_tensor(in.v, {c.s, c.h_k * c.h_d})};
 }
 
-// Runs flash_attention (or, with `milestone3`, attention and its [s, s] workspace) on the
-// inputs; the output is shaped [s, h, h_d] for the report.
-DeviceBuffer<float> run(const Case& c, const Inputs& in, bool milestone3 = false) {
+enum class Kernel { kFused, kMilestone3, kTensorCores };
+
+// Runs flash_attention (or milestone 3's attention with its [s, s] workspace, or the
+// tensor-core version) on the inputs; the output is shaped [s, h, h_d] for the report.
+DeviceBuffer<float> run(const Case& c, const Inputs& in, Kernel kernel = Kernel::kFused) {
   DeviceBuffer<float> q("q", {c.s, c.h * c.h_d}), k("k", {c.s, c.h_k * c.h_d}),
       v("v", {c.s, c.h_k * c.h_d});
-  DeviceBuffer<float> out(milestone3 ? "milestone 3 attention output" : "flash attention output",
+  DeviceBuffer<float> out(kernel == Kernel::kMilestone3    ? "milestone 3 attention output"
+                          : kernel == Kernel::kTensorCores ? "tensor-core flash attention output"
+                                                           : "flash attention output",
                           {c.s, c.h, c.h_d});
   q.upload(in.q);
   k.upload(in.k);
   v.upload(in.v);
-  if (milestone3) {
+  if (kernel == Kernel::kMilestone3) {
     DeviceBuffer<float> scores("scores", {c.s, c.s});
     kernels::attention(q.data(), k.data(), v.data(), out.data(), scores.data(), c.s, c.h, c.h_k,
                        c.h_d);
+  } else if (kernel == Kernel::kTensorCores) {
+    kernels::flash_attention_tensor_cores(q.data(), k.data(), v.data(), out.data(), c.s, c.h,
+                                          c.h_k, c.h_d);
   } else {
     kernels::flash_attention(q.data(), k.data(), v.data(), out.data(), c.s, c.h, c.h_k, c.h_d);
   }
@@ -115,7 +122,7 @@ void check(const Case& c, const Inputs& in, bool against_milestone3 = true) {
   both.rtol += m3.rtol;
   both.rms_atol += m3.rms_atol;
   both.why = "each kernel is within its own allowance of the reference: the two allowances added";
-  const DeviceBuffer<float> m3_out = run(c, in, /*milestone3=*/true);
+  const DeviceBuffer<float> m3_out = run(c, in, Kernel::kMilestone3);
   EXPECT_TRUE(matches_reference("flash attention output vs milestone 3's attention",
                                 out.download(), m3_out.download(), {c.s, c.h, c.h_d}, both, {},
                                 {"row", "head", "dim"}));
@@ -245,6 +252,103 @@ TEST(FlashAttention, RejectsBadArguments) {
   // A group too large for one block's shared memory is refused, not launched.
   EXPECT_THROW(kernels::flash_attention(q.data(), k.data(), v.data(), o.data(), 2, 64, 1, 256),
                std::invalid_argument);
+}
+
+// ---- the tensor-core version ----------------------------------------------------------------------
+
+// Its operands are bf16: Q, K and V as it rounds them (to nearest, ties to even, like torch's
+// conversion), and each probability before P·V. The reference gets the same rounded Q, K and V,
+// so what is left is the probabilities' rounding: up to 2^-8 relative on each weight of the
+// weighted sum of V rows (the row sum l adds the rounded values, so the weights still sum to 1),
+// with random signs, about 2^-8 of the output's size; the fp32 sums and fast exp add far less.
+// Allowed: 2^-5 (eight such roundings) of the output's rms, and 2^-7 relative. A forgotten
+// rescale or a mask one key off moves an output by a large fraction of its size.
+Tolerance tensor_core_tolerance() {
+  return {0, 0x1p-7,
+          "the softmax's probabilities are rounded to bf16 (8 significant bits) before P·V: up to "
+          "2^-8 relative on each weight, against a reference given the same bf16 Q, K and V",
+          0x1p-5};
+}
+
+void check_tensor_cores(const Case& c, const Inputs& in) {
+  SCOPED_TRACE(describe(c));
+  const Tensors t = tensors(c, in);
+  const auto bf16 = [](const torch::Tensor& x) { return x.to(torch::kBFloat16).to(torch::kFloat); };
+  const torch::Tensor q = bf16(t.q), k = bf16(t.k), v = bf16(t.v);
+  const DeviceBuffer<float> out = run(c, in, Kernel::kTensorCores);
+  EXPECT_TRUE(matches_reference(out, to_vector(ref::causal_gqa_attention(q, k, v, c.h, c.h_k)),
+                                tensor_core_tolerance(),
+                                explaining(attention_pitfalls(q, k, v, c.h, c.h_k), out),
+                                {"row", "head", "dim"}));
+}
+
+void check_tensor_cores(const Case& c) { check_tensor_cores(c, random_inputs(c)); }
+
+// A block holds 128 query rows (16·8/group positions of each of the group's heads) and walks
+// key tiles of 64: lengths around both.
+TEST(FlashAttentionTensorCores, TileBoundaries) {
+  check_tensor_cores({1, 2, 1, 16, "one token"});
+  check_tensor_cores({15, 4, 2, 16, "a warp's 16 rows minus one"});
+  check_tensor_cores({17, 4, 2, 16, "a warp's rows plus one"});
+  check_tensor_cores({63, 4, 2, 32, "a key tile minus one; group 2: a block of 64 positions"});
+  check_tensor_cores({64, 4, 2, 32, "exactly one key tile and one block"});
+  check_tensor_cores({65, 4, 2, 32, "a key tile plus one: a second block of one row"});
+  check_tensor_cores({129, 2, 2, 16, "group 1: a block of 128 positions over three key tiles"});
+}
+
+TEST(FlashAttentionTensorCores, GqaRatios) {
+  check_tensor_cores({70, 2, 2, 32, "ratio 1: 128 positions per block"});
+  check_tensor_cores({70, 4, 2, 32, "ratio 2: 64 positions per block"});
+  check_tensor_cores({70, 6, 2, 32, "ratio 3: 32 positions of 3 heads, six warps"});
+  check_tensor_cores({70, 8, 2, 32, "ratio 4: 32 positions per block"});
+  check_tensor_cores({70, 8, 1, 32, "ratio 8: 16 positions of 8 heads"});
+}
+
+TEST(FlashAttentionTensorCores, HeadDimensions) {
+  for (int h_d : {48, 64, 80, 96, 112}) {
+    check_tensor_cores({40, 4, 2, h_d, "h_d a multiple of 16 below 128"});
+  }
+}
+
+// Llama-3-8B's heads: 86 KB of shared memory, past the 48 KB a block gets without opting in.
+TEST(FlashAttentionTensorCores, LlamaThreeEightBShapes) {
+  ASSERT_GT(kernels::flash_attention_tensor_cores_shared_bytes(32, 8, 128), 48u * 1024);
+  check_tensor_cores({80, 32, 8, 128, "h = 32, h_k = 8, h_d = 128"});
+}
+
+// Scores in the thousands, the largest ones late (see large_score_inputs; its Q and K are exact
+// in bf16 too): a row's maximum jumps by far more than the lazy threshold from key tile to key
+// tile, so the kernel must rescale its output accumulators, not only l.
+TEST(FlashAttentionTensorCores, ScoresInTheThousands) {
+  for (const Case& c : {Case{150, 4, 2, 16, "ratio 2, three key tiles"},
+                        Case{100, 8, 2, 32, "ratio 4, two key tiles"}}) {
+    check_tensor_cores(c, large_score_inputs(c));
+  }
+}
+
+// Scores that rise by 1/2 per key along every row (Q and K multiples of powers of two, exact in
+// bf16 and in every sum): each key tile raises a row's maximum by 32, past the lazy threshold,
+// and V carries a different value at every position, so weighting an earlier tile at its stale
+// scale changes the output by about its own size.
+TEST(FlashAttentionTensorCores, RescalesWhenTheMaximumGrows) {
+  const Case c{200, 2, 1, 16, "scores rise by 32 per key tile"};
+  Inputs in = random_inputs(c);
+  // Only dim 0 of each row: the score of key p is q·k/sqrt(16) = 8 · (p/4) / 4 = p/2.
+  for (size_t i = 0; i < in.q.size(); ++i) in.q[i] = i % c.h_d == 0 ? 8.f : 0.f;
+  for (size_t i = 0; i < in.k.size(); ++i) in.k[i] = i % c.h_d == 0 ? 0.25f * (i / c.h_d) : 0.f;
+  check_tensor_cores(c, in);
+}
+
+TEST(FlashAttentionTensorCores, RejectsBadArguments) {
+  DeviceBuffer<float> q("q", {2, 16 * 16}), k("k", {2, 256}), v("v", {2, 256}), o("o", {2, 16 * 16});
+  auto call = [&](int h, int h_k, int h_d, float* out) {
+    kernels::flash_attention_tensor_cores(q.data(), k.data(), v.data(), out, 2, h, h_k, h_d);
+  };
+  EXPECT_THROW(call(2, 1, 40, o.data()), std::invalid_argument);   // h_d not a multiple of 16
+  EXPECT_THROW(call(1, 1, 256, o.data()), std::invalid_argument);  // h_d over 128
+  EXPECT_THROW(call(16, 1, 16, o.data()), std::invalid_argument);  // 16 query heads per KV head
+  EXPECT_THROW(call(3, 2, 16, o.data()), std::invalid_argument);   // h not a multiple of h_k
+  EXPECT_THROW(call(2, 1, 16, q.data()), std::invalid_argument);   // the output aliases q
 }
 
 // ---- the recognisers of the fused kernel's mistakes ---------------------------------------------
