@@ -159,13 +159,17 @@ std::vector<ForbiddenSymbol> forbidden_symbols(const std::string& nm_output, con
       for (const char* ns : {"std::", "__gnu_cxx::", "__cxxabiv1::", "testing::"}) {
         if (starts_with(entity, ns)) add(o, shown, true, "a library the tests use, which your code may not replace");
       }
-      // extern "C": a name any library may define (memcmp, expf, cudaMemcpy...). nvcc's launch
-      // stubs of a .cu file's kernels are the only C names a student object defines.
-      if (!starts_with(name, "_Z") && !starts_with(name, "__device_stub_")) {
-        add(o, shown, true,
-            "a C function (extern \"C\"), which could take the place of the C library's, the CUDA runtime's or "
-            "another library's");
-      }
+    }
+    // A function with a C name (extern "C": memcmp, expf, cudaMemcpy...) takes a library's place
+    // even when weak: the program's own definition comes first. The C names a student object
+    // defines as code are nvcc's launch stubs of its kernels and the NVTX header's functions
+    // (weak, in every file that includes it); a global variable's name is unmangled too, and
+    // allowed.
+    const bool code = type == "T" || type == "W";
+    if (code && !starts_with(name, "_Z") && !starts_with(name, "__device_stub_") && !starts_with(name, "nvtx")) {
+      add(o, shown, true,
+          "a C function (extern \"C\"), which could take the place of the C library's, the CUDA runtime's or "
+          "another library's");
     }
   }
   return found;
