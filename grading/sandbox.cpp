@@ -57,8 +57,11 @@ std::vector<std::string> Sandbox::wrap(const std::vector<std::string>& argv) con
     w.insert(w.end(), {"--pid", "--fork", "--kill-child", "--mount-proc"});
   }
   if (!user.empty()) {
+    // Changing the user clears the parent-death signal that unshare --kill-child gave this
+    // process: setpriv sets it again afterwards, so that the run still ends with unshare, which
+    // ends with the grader (handout::run_process).
     w.insert(w.end(), {setpriv, "--reuid", std::to_string(uid), "--regid", std::to_string(gid), "--clear-groups",
-                       "--no-new-privs", "--"});
+                       "--no-new-privs", "--pdeathsig", "KILL", "--"});
   }
   w.insert(w.end(), argv.begin(), argv.end());
   return w;

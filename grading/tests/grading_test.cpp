@@ -3,12 +3,14 @@
 // which files of a submission are graded.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <set>
 #include <string>
@@ -590,7 +592,7 @@ TEST(Sandbox, WrapsOnlyWhatItHas) {
   EXPECT_EQ(full.wrap({"prog"}),
             (std::vector<std::string>{"/usr/bin/unshare", "--pid", "--fork", "--kill-child", "--mount-proc",
                                       "/usr/bin/setpriv", "--reuid", "1234", "--regid", "567", "--clear-groups",
-                                      "--no-new-privs", "--", "prog"}));
+                                      "--no-new-privs", "--pdeathsig", "KILL", "--", "prog"}));
   EXPECT_NE(full.describe().find("unprivileged user 'student'"), std::string::npos) << full.describe();
   EXPECT_NE(none.describe().find("own user"), std::string::npos) << none.describe();
 }
@@ -633,6 +635,53 @@ TEST(Sandbox, OnThisMachine) {
     EXPECT_FALSE(fs::exists(late)) << "a process outlived its run";
   }
   fs::remove_all(dir);
+}
+
+// The processes whose command line is exactly `argv` (zombies, already ended, left out).
+std::vector<pid_t> processes_running(const std::vector<std::string>& argv) {
+  std::string wanted;
+  for (const std::string& a : argv) wanted += a + '\0';
+  std::vector<pid_t> found;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cmdline(entry.path() / "cmdline", std::ios::binary), stat(entry.path() / "stat");
+    const std::string text((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    std::string line;
+    std::getline(stat, line);
+    const size_t paren = line.rfind(')');
+    const bool zombie = paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
+    if (text == wanted && !zombie) found.push_back(std::stoi(name));
+  }
+  return found;
+}
+
+// A grader killed from outside (Ctrl-C, a container's time limit) takes its runs with it: a
+// kernel that never returns does not go on using a CPU for ever.
+TEST(Sandbox, RunsEndWithTheGrader) {
+  const Sandbox box = make_sandbox("clockwork-student");
+  // A command line no other process has: sleep's argument carries this test's process id.
+  const std::vector<std::string> argv = {"sleep", "3600.0" + std::to_string(getpid())};
+  const pid_t grader = fork();
+  ASSERT_GE(grader, 0);
+  if (grader == 0) {
+    handout::RunOptions o;
+    o.argv = box.wrap(argv);
+    o.timeout_s = 3600;
+    handout::run_process(o);
+    _exit(0);
+  }
+  auto wait_until = [](const std::function<bool()>& done) {
+    for (int i = 0; i < 200 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return done();
+  };
+  const bool started = wait_until([&] { return !processes_running(argv).empty(); });
+  kill(grader, SIGKILL);
+  waitpid(grader, nullptr, 0);
+  ASSERT_TRUE(started) << "the run never started: " << box.describe();
+  EXPECT_TRUE(wait_until([&] { return processes_running(argv).empty(); }))
+      << "the run outlived its grader (" << box.describe() << ")";
+  for (const pid_t p : processes_running(argv)) kill(p, SIGKILL);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -163,6 +164,7 @@ RunResult run_process(const RunOptions& options) {
   }
 
   const auto start = std::chrono::steady_clock::now();
+  const pid_t caller = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
     result.error = std::string("fork: ") + std::strerror(errno);
@@ -173,6 +175,11 @@ RunResult run_process(const RunOptions& options) {
   }
   if (pid == 0) {
     setpgid(0, 0);
+    // The program ends with its caller: one stopped from outside (a signal, Ctrl-C, a
+    // container's time limit) leaves nothing it started running. The setting survives execve
+    // (not a change of user: see grading/sandbox.cpp for the programs run as another one).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != caller) _exit(127);  // the caller was gone before the setting was made
     const int null_fd = open("/dev/null", O_RDONLY);
     if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
     dup2(out_fd, STDOUT_FILENO);

@@ -48,7 +48,8 @@ struct RunResult {
 };
 
 /// Runs the program and waits for it (or for the time limit, after which its whole process group
-/// is killed). Never throws for failures of the program itself.
+/// is killed). The program is killed too if the calling thread ends first (a caller stopped by a
+/// signal). Never throws for failures of the program itself.
 RunResult run_process(const RunOptions& options);
 
 /// `text` cut to at most `max` bytes at UTF-8 character boundaries, keeping its beginning and end
