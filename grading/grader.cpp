@@ -968,9 +968,8 @@ struct Pipeline {
     auto student_file = [&](const fs::path& source, bool& checked) -> std::string {
       std::string rel = source.lexically_relative(generated).generic_string();
       if (!rel.empty() && !starts_with(rel, "..")) {
-        checked = rel.size() > 10 && rel.compare(rel.size() - 10, 10, ".check.cpp") == 0;
-        const size_t strip = checked ? 10 : (rel.size() > 4 && rel.compare(rel.size() - 4, 4, ".cpp") == 0 ? 4 : 0);
-        rel.resize(rel.size() - strip);
+        checked = rel.ends_with(".check.cpp");
+        rel.resize(rel.size() - (checked ? 10 : rel.ends_with(".cpp") ? 4 : 0));
       } else {
         checked = false;
         rel = source.lexically_relative(tree_dir).generic_string();

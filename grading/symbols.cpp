@@ -36,12 +36,11 @@ constexpr Owner kForbiddenNamespaces[] = {
 constexpr const char* kInstrumentation[] = {"__tsan_", "__cudasim_"};
 constexpr const char* kInstrumentationWhat = "the checker's instrumentation, which only the compiler may use";
 
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
 bool identifier_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
 std::string demangle(const std::string& name) {
   // Only C++ names, and not absurdly long ones (the demangler recurses over them).
-  if (!starts_with(name, "_Z") || name.size() > 64 * 1024) return name;
+  if (!name.starts_with("_Z") || name.size() > 64 * 1024) return name;
   int status = 0;
   std::unique_ptr<char, void (*)(void*)> out(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status), std::free);
   return status == 0 && out ? std::string(out.get()) : name;
@@ -62,12 +61,12 @@ std::string without_around(std::string s) {
   for (bool again = true; again;) {
     again = false;
     for (const char* a : kAround) {
-      if (starts_with(s, a)) {
+      if (s.starts_with(a)) {
         s.erase(0, std::string(a).size());
         again = true;
       }
     }
-    if (starts_with(s, "reference temporary #")) {
+    if (s.starts_with("reference temporary #")) {
       const size_t f = s.find(" for ");
       if (f != std::string::npos) {
         s.erase(0, f + 5);
@@ -125,7 +124,7 @@ std::vector<ForbiddenSymbol> forbidden_symbols(const std::string& nm_output, con
     ++number;
     if (line.empty()) continue;
     // nm says so of an object without symbols (an empty file compiles to one).
-    if (starts_with(line, "nm: ") && line.size() > 12 && line.compare(line.size() - 12, 12, ": no symbols") == 0) continue;
+    if (line.starts_with("nm: ") && line.ends_with(": no symbols")) continue;
     // "<object>: <name> <type> [<value> [<size>]]"
     const size_t colon = line.find(": ");
     auto it = colon == std::string::npos ? by_path.end() : by_path.find(line.substr(0, colon));
@@ -144,10 +143,10 @@ std::vector<ForbiddenSymbol> forbidden_symbols(const std::string& nm_output, con
     const std::string shown = without_around(demangle(name));
     entity = symbol_entity(shown);
     for (const Owner& ns : kForbiddenNamespaces) {
-      if (starts_with(entity, ns.prefix)) add(o, shown, defined, ns.what);
+      if (entity.starts_with(ns.prefix)) add(o, shown, defined, ns.what);
     }
     for (const char* prefix : kInstrumentation) {
-      if (starts_with(name, prefix) && (defined || !o.checked)) add(o, shown, defined, kInstrumentationWhat);
+      if (name.starts_with(prefix) && (defined || !o.checked)) add(o, shown, defined, kInstrumentationWhat);
     }
     // The loader calls an indirect function's resolver before any of the program's own start-up
     // code, the hidden tests' included (grading/hidden/seed_channel.cpp).
@@ -155,9 +154,9 @@ std::vector<ForbiddenSymbol> forbidden_symbols(const std::string& nm_output, con
     // A strong definition takes the place of a library's function of the same name (the shared
     // libraries': libtorch, the C and C++ libraries), for the tests' code as well as the student's.
     if (defined && strong_definition(type[0])) {
-      if (starts_with(entity, "cudasim::")) add(o, shown, true, "the CPU backend (cudasim), which your code may not replace");
+      if (entity.starts_with("cudasim::")) add(o, shown, true, "the CPU backend (cudasim), which your code may not replace");
       for (const char* ns : {"std::", "__gnu_cxx::", "__cxxabiv1::", "testing::"}) {
-        if (starts_with(entity, ns)) add(o, shown, true, "a library the tests use, which your code may not replace");
+        if (entity.starts_with(ns)) add(o, shown, true, "a library the tests use, which your code may not replace");
       }
     }
     // A function with a C name (extern "C": memcmp, expf, cudaMemcpy...) takes a library's place
@@ -166,7 +165,7 @@ std::vector<ForbiddenSymbol> forbidden_symbols(const std::string& nm_output, con
     // (weak, in every file that includes it); a global variable's name is unmangled too, and
     // allowed.
     const bool code = type == "T" || type == "W";
-    if (code && !starts_with(name, "_Z") && !starts_with(name, "__device_stub_") && !starts_with(name, "nvtx")) {
+    if (code && !name.starts_with("_Z") && !name.starts_with("__device_stub_") && !name.starts_with("nvtx")) {
       add(o, shown, true,
           "a C function (extern \"C\"), which could take the place of the C library's, the CUDA runtime's or "
           "another library's");

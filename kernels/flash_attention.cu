@@ -400,10 +400,13 @@ constexpr float kTcLazyRescale = 8.f;
 // positions), else one row group of 16 positions per head.
 int tc_tile(int group) { return kTcRows * std::max(1, kTcWarps / group); }
 
+// Warps per block: 16 rows of one head each, over the tile's positions of every head of the group.
+int tc_warps(int group) { return group * tc_tile(group) / kTcRows; }
+
 // Shared memory of one block, in bytes: Q (bf16, [warps·16, h_d + pad]) at first, then K and V
 // (bf16, [kTcKeys, h_d + pad] each) over it, and per warp its S (fp32) and P (bf16).
 size_t tc_shared_bytes(int group, int head_dim) {
-  const size_t pitch = head_dim + kTcPad, warps = static_cast<size_t>(group) * tc_tile(group) / kTcRows;
+  const size_t pitch = head_dim + kTcPad, warps = tc_warps(group);
   const size_t q_or_kv = std::max(warps * kTcRows, static_cast<size_t>(2 * kTcKeys)) * pitch * 2;
   return q_or_kv + warps * (kTcRows * kTcScorePitch * 4 + kTcRows * kTcProbPitch * 2);
 }
@@ -587,7 +590,7 @@ void launch_tc(const float* q, const float* k, const float* v, float* out, int s
                int n_kv_heads, cudaStream_t stream) {
   const int group = n_heads / n_kv_heads;
   const size_t bytes = tc_shared_bytes(group, D);
-  const int threads = 32 * group * tc_tile(group) / kTcRows;
+  const int threads = 32 * tc_warps(group);
   // BEGIN SOLUTION(m5): Grid (ceil(s / tc_tile(group)), n_kv_heads), `threads` threads, `bytes`
   // of dynamic shared memory (opting in beyond 48 KB, as flash_attention() does); the scale is
   // 1/sqrt(D), and rows may be read as float4 when every pointer is 16-byte aligned.
@@ -691,6 +694,14 @@ void flash_attention(const float* q, const float* k, const float* v, float* out,
                            std::to_string(c.dims) + " dims per thread");
   }
   launcher(c, q, k, v, out, s, n_heads, n_kv_heads, head_dim, stream);
+}
+
+int flash_attention_tensor_cores_tile(int n_heads, int n_kv_heads, int head_dim) {
+  if (n_heads <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads != 0 || n_heads / n_kv_heads > kTcWarps ||
+      head_dim <= 0 || head_dim % 16 != 0 || head_dim > kTcMaxHeadDim) {
+    return 0;
+  }
+  return tc_tile(n_heads / n_kv_heads);
 }
 
 size_t flash_attention_tensor_cores_shared_bytes(int n_heads, int n_kv_heads, int head_dim) {

@@ -339,6 +339,10 @@ void flash_attention_tensor_cores(const float* q, const float* k, const float* v
                                   int s, int n_heads, int n_kv_heads, int head_dim,
                                   cudaStream_t stream = nullptr);
 
+/// Query positions per flash_attention_tensor_cores() block (16·8/group, at least 16); 0 for
+/// shapes it refuses.
+int flash_attention_tensor_cores_tile(int n_heads, int n_kv_heads, int head_dim);
+
 /// Bytes of shared memory one flash_attention_tensor_cores() block uses (0 for invalid shapes).
 size_t flash_attention_tensor_cores_shared_bytes(int n_heads, int n_kv_heads, int head_dim);
 

@@ -338,9 +338,10 @@ void run_flash_attention(Context& ctx) {
       // FlashAttention's own count, so that the TFLOP/s compare with its published figures:
       // 4·s²·h·h_d for the two products, halved for causality.
       const double flops = 2 * sd * sd * heads * hd;
-      // q read and out written once; K and V read, as fp32, once per block of
-      // 128 / group positions up to its last position.
-      const double positions = 16.0 * std::max(1, 8 / (sh.n_heads / sh.n_kv_heads));
+      // q read and out written once; K and V read, as fp32, once per block of `positions` up
+      // to its last position.
+      const double positions =
+          kernels::flash_attention_tensor_cores_tile(sh.n_heads, sh.n_kv_heads, sh.head_dim);
       const double blocks = std::ceil(sd / positions);
       const double kv_reads = sh.n_kv_heads * blocks * (blocks + 1) / 2 * positions * 2 * hd * 4;
       ctx.add(make_row("flash_attention", "tensor-cores", "causal_gqa", sh, dims,

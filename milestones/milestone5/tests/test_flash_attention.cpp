@@ -349,6 +349,11 @@ TEST(FlashAttentionTensorCores, RejectsBadArguments) {
   EXPECT_THROW(call(16, 1, 16, o.data()), std::invalid_argument);  // 16 query heads per KV head
   EXPECT_THROW(call(3, 2, 16, o.data()), std::invalid_argument);   // h not a multiple of h_k
   EXPECT_THROW(call(2, 1, 16, q.data()), std::invalid_argument);   // the output aliases q
+  // The shapes it refuses have no tile; Llama-3-8B's has 128 / 4 positions per block.
+  EXPECT_EQ(kernels::flash_attention_tensor_cores_tile(2, 1, 40), 0);
+  EXPECT_EQ(kernels::flash_attention_tensor_cores_tile(1, 1, 256), 0);
+  EXPECT_EQ(kernels::flash_attention_tensor_cores_tile(16, 1, 16), 0);
+  EXPECT_EQ(kernels::flash_attention_tensor_cores_tile(32, 8, 128), 32);
 }
 
 // ---- the recognisers of the fused kernel's mistakes ---------------------------------------------
