@@ -285,15 +285,19 @@ void check_tensor_cores(const Case& c, const Inputs& in) {
 void check_tensor_cores(const Case& c) { check_tensor_cores(c, random_inputs(c)); }
 
 // A block holds 128 query rows (16·8/group positions of each of the group's heads) and walks
-// key tiles of 64: lengths around both.
+// key tiles of 32, the next one fetched while it computes on the current one: lengths around
+// both.
 TEST(FlashAttentionTensorCores, TileBoundaries) {
   check_tensor_cores({1, 2, 1, 16, "one token"});
   check_tensor_cores({15, 4, 2, 16, "a warp's 16 rows minus one"});
   check_tensor_cores({17, 4, 2, 16, "a warp's rows plus one"});
-  check_tensor_cores({63, 4, 2, 32, "a key tile minus one; group 2: a block of 64 positions"});
-  check_tensor_cores({64, 4, 2, 32, "exactly one key tile and one block"});
-  check_tensor_cores({65, 4, 2, 32, "a key tile plus one: a second block of one row"});
-  check_tensor_cores({129, 2, 2, 16, "group 1: a block of 128 positions over three key tiles"});
+  check_tensor_cores({31, 4, 2, 32, "a key tile minus one"});
+  check_tensor_cores({32, 4, 2, 32, "exactly one key tile"});
+  check_tensor_cores({33, 4, 2, 32, "a key tile plus one: a second tile of one key"});
+  check_tensor_cores({63, 4, 2, 32, "two key tiles minus one; group 2: a block of 64 positions"});
+  check_tensor_cores({64, 4, 2, 32, "exactly two key tiles and one block"});
+  check_tensor_cores({65, 4, 2, 32, "a block plus one: a second block of one row"});
+  check_tensor_cores({129, 2, 2, 16, "group 1: a block of 128 positions over five key tiles"});
 }
 
 TEST(FlashAttentionTensorCores, GqaRatios) {
@@ -320,18 +324,18 @@ TEST(FlashAttentionTensorCores, LlamaThreeEightBShapes) {
 // in bf16 too): a row's maximum jumps by far more than the lazy threshold from key tile to key
 // tile, so the kernel must rescale its output accumulators, not only l.
 TEST(FlashAttentionTensorCores, ScoresInTheThousands) {
-  for (const Case& c : {Case{150, 4, 2, 16, "ratio 2, three key tiles"},
-                        Case{100, 8, 2, 32, "ratio 4, two key tiles"}}) {
+  for (const Case& c : {Case{150, 4, 2, 16, "ratio 2, five key tiles"},
+                        Case{100, 8, 2, 32, "ratio 4, four key tiles"}}) {
     check_tensor_cores(c, large_score_inputs(c));
   }
 }
 
 // Scores that rise by 1/2 per key along every row (Q and K multiples of powers of two, exact in
-// bf16 and in every sum): each key tile raises a row's maximum by 32, past the lazy threshold,
+// bf16 and in every sum): each key tile raises a row's maximum by 16, past the lazy threshold,
 // and V carries a different value at every position, so weighting an earlier tile at its stale
 // scale changes the output by about its own size.
 TEST(FlashAttentionTensorCores, RescalesWhenTheMaximumGrows) {
-  const Case c{200, 2, 1, 16, "scores rise by 32 per key tile"};
+  const Case c{200, 2, 1, 16, "scores rise by 16 per key tile"};
   Inputs in = random_inputs(c);
   // Only dim 0 of each row: the score of key p is q·k/sqrt(16) = 8 · (p/4) / 4 = p/2.
   for (size_t i = 0; i < in.q.size(); ++i) in.q[i] = i % c.h_d == 0 ? 8.f : 0.f;
