@@ -165,8 +165,9 @@ struct Group {
 };
 
 /// A device allocation of `count` T for the length of a benchmark, freed on scope exit. Every
-/// byte starts as 0x3c, which reads as about 0.0115 in fp32 and in bf16: timings do not depend
-/// on the values, but NaNs and denormals could slow some hardware down.
+/// byte starts as 0x3c, which reads as about 0.0115 in fp32 and in bf16: NaNs and denormals could
+/// slow some hardware down. Most kernels' timings do not depend on the values; where they do
+/// (attention), the benchmark uploads random inputs.
 template <class T>
 class DeviceBuffer {
  public:
