@@ -291,6 +291,8 @@ void set_order(const char* order) {
 #endif
 }
 
+}  // namespace
+
 class Checker : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -322,8 +324,6 @@ class Checked : public Checker {
     if (!checked()) GTEST_SKIP() << "needs the checked build (cudasim_checker_test_check, CUDASIM_CHECK=all)";
   }
 };
-
-}  // namespace
 
 // -- shared-memory hazards
 
