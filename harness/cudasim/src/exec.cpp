@@ -34,6 +34,7 @@
 #include "check.h"
 #include "profile.h"
 #include "cudasim/cudasim.h"
+#include "cudasim/pipeline.h"
 #include "cudasim/wmma.h"
 #include "runtime_internal.h"
 #include "symbolize.h"
@@ -264,6 +265,15 @@ struct Worker {
   // ... and the yields since a thread of the block last made progress.
   uint64_t progress = 0, spin_progress_seen = 0, spins = 0, spin_finished_seen = 0;
   std::chrono::steady_clock::time_point spin_since;
+  // Asynchronous copies (cudasim/pipeline.h), per thread: the copies not yet waited for, where
+  // each committed batch ends among them, and the ones the last wait took.
+  struct AsyncQueue {
+    std::vector<AsyncCopy> copies;
+    std::vector<size_t> batch_ends;
+    std::vector<AsyncCopy> taken;
+  };
+  std::vector<AsyncQueue> async = std::vector<AsyncQueue>(kMaxThreadsPerBlock);
+  bool async_used = false;  // some thread of the running block started a copy or a batch
 };
 
 inline thread_local Worker* tl_worker = nullptr;
@@ -631,6 +641,13 @@ void run_block(Worker& w, const Job& job, uint64_t k) {
   w.arena_used = 0;
   w.declared_shared = 0;
   w.shared_slots.clear();
+  if (w.async_used) {  // copies the last block never waited for never land
+    for (Worker::AsyncQueue& q : w.async) {
+      q.copies.clear();
+      q.batch_ends.clear();
+    }
+    w.async_used = false;
+  }
   w.job = &job;
   w.checked = check::g_launch_checked;
   w.order_kind = options().order;
@@ -923,6 +940,107 @@ void wmma_refuse(const char* what, std::source_location where, const char* probl
   Worker& w = *tl_worker;
   fatal(kernel_str(w) + ", warp " + std::to_string(l.linear / 32) + ", " + thread_str(l) + ": " + what + " at " +
         where.file_name() + ":" + std::to_string(where.line()) + ": " + problem);
+}
+
+// ---- asynchronous copies (cudasim/pipeline.h) ----------------------------------------------------
+
+namespace {
+
+// Copies and batches one thread may have in flight: far more than a pipeline of a few stages
+// needs, and a bound on what a kernel that never waits can make cudasim hold.
+constexpr size_t kMaxAsyncCopies = 1u << 16;
+
+bool within(const void* p, size_t n, const unsigned char* lo, size_t bytes) {
+  const auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(lo);
+  return a >= b && a + n <= b + bytes;
+}
+
+std::string address_str(const void* p) {
+  std::ostringstream o;
+  o << p;
+  return o.str();
+}
+
+[[noreturn]] void pipeline_refuse(const char* what, std::source_location where, const std::string& problem) {
+  const Lane& l = *tl_lane;
+  Worker& w = *tl_worker;
+  fatal(kernel_str(w) + ", " + thread_str(l) + ": " + what + " at " + where.file_name() + ":" +
+        std::to_string(where.line()) + ": " + problem);
+}
+
+}  // namespace
+
+void pipeline_enqueue(void* dst, const void* src, size_t size, size_t zfill, std::source_location where) {
+  check::RuntimeCode runtime;
+  Worker& w = *tl_worker;
+  const Lane& l = *tl_lane;
+  const char* what = "__pipeline_memcpy_async";
+  if (size != 4 && size != 8 && size != 16) {
+    pipeline_refuse(what, where, "size_and_align = " + std::to_string(size) + " must be 4, 8 or 16");
+  }
+  if (zfill > size) {
+    pipeline_refuse(what, where, "zfill = " + std::to_string(zfill) + " is more than size_and_align = " +
+                                     std::to_string(size));
+  }
+  if (reinterpret_cast<uintptr_t>(dst) % size != 0 || reinterpret_cast<uintptr_t>(src) % size != 0) {
+    pipeline_refuse(what, where, "the destination " + address_str(dst) + " and the source " + address_str(src) +
+                                     " must both be aligned to size_and_align = " + std::to_string(size) + " bytes");
+  }
+  if (!within(dst, size, w.arena, w.arena_used) && !within(dst, size, w.block.dynamic_smem, w.block.dynamic_bytes)) {
+    pipeline_refuse(what, where, "the destination " + address_str(dst) + " is not in the block's shared memory (" +
+                                     std::to_string(size) + " bytes of a __shared__ variable or of the dynamic "
+                                     "shared memory): asynchronous copies go from global to shared memory");
+  }
+  if (within(src, 1, w.shared_window, w.dynamic_end - w.shared_window)) {
+    pipeline_refuse(what, where, "the source " + address_str(src) +
+                                     " is in shared memory: asynchronous copies go from global to shared memory");
+  }
+  const StackRange& stack = w.stacks[l.linear];
+  const auto s = reinterpret_cast<uintptr_t>(src);
+  if (s >= stack.lo && s < stack.hi) {
+    pipeline_refuse(what, where, "the source " + address_str(src) +
+                                     " is a local variable of the thread: asynchronous copies go from global memory");
+  }
+  Worker::AsyncQueue& q = w.async[l.linear];
+  if (q.copies.size() >= kMaxAsyncCopies) {
+    pipeline_refuse(what, where, "this thread has " + std::to_string(kMaxAsyncCopies) +
+                                     " copies in flight: wait for them with __pipeline_wait_prior()");
+  }
+  q.copies.push_back({static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src),
+                      static_cast<uint32_t>(size - zfill), static_cast<uint32_t>(size)});
+  w.async_used = true;
+}
+
+void pipeline_commit(std::source_location where) {
+  check::RuntimeCode runtime;
+  Worker& w = *tl_worker;
+  Worker::AsyncQueue& q = w.async[tl_lane->linear];
+  if (q.batch_ends.size() >= kMaxAsyncCopies) {
+    pipeline_refuse("__pipeline_commit", where, "this thread has " + std::to_string(kMaxAsyncCopies) +
+                                                    " batches in flight: wait for them with __pipeline_wait_prior()");
+  }
+  q.batch_ends.push_back(q.copies.size());
+  w.async_used = true;
+}
+
+size_t pipeline_take(size_t prior) {
+  check::RuntimeCode runtime;
+  Worker::AsyncQueue& q = tl_worker->async[tl_lane->linear];
+  q.taken.clear();
+  prior = std::min<size_t>(prior, 8);  // CUDA's header waits for all but 8 at most
+  if (q.batch_ends.size() > prior) {
+    const size_t batches = q.batch_ends.size() - prior, copies = q.batch_ends[batches - 1];
+    q.taken.assign(q.copies.begin(), q.copies.begin() + static_cast<std::ptrdiff_t>(copies));
+    q.copies.erase(q.copies.begin(), q.copies.begin() + static_cast<std::ptrdiff_t>(copies));
+    q.batch_ends.erase(q.batch_ends.begin(), q.batch_ends.begin() + static_cast<std::ptrdiff_t>(batches));
+    for (size_t& end : q.batch_ends) end -= copies;
+  }
+  return q.taken.size();
+}
+
+void pipeline_taken(size_t i, AsyncCopy* copy) {
+  check::RuntimeCode runtime;
+  *copy = tl_worker->async[tl_lane->linear].taken[i];
 }
 
 void* shared_alloc(size_t bytes, size_t align, size_t elem_bytes, const char* name, std::source_location where) {

@@ -258,7 +258,8 @@ namespace {
 using cudasim_tests::checked;
 using cudasim_tests::kDiagnostic;
 
-// `n` floats on the device, copied from `h`.
+// `n` floats on the device, copied from `h`. (Not device_floats.h's: the tests name this file as
+// the place their buffers were allocated.)
 float* upload(const std::vector<float>& h) {
   float* d = nullptr;
   EXPECT_EQ(cudaMalloc(&d, h.size() * sizeof(float)), cudaSuccess);
