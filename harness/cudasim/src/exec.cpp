@@ -934,12 +934,21 @@ void wmma_mma(const WmmaShape& s, const WmmaOperands& mine, const char* what, st
   warp_sync(WarpOp::Shuffle, ~0u, 0, 0, lane, what, where);
 }
 
-void wmma_refuse(const char* what, std::source_location where, const char* problem) {
+namespace {
+
+// Stops the kernel: the running thread's call of `what` at `where` breaks a rule of its API.
+[[noreturn]] void refuse_call(const char* what, std::source_location where, const std::string& problem) {
   check::RuntimeCode runtime;
   const Lane& l = *tl_lane;
   Worker& w = *tl_worker;
   fatal(kernel_str(w) + ", warp " + std::to_string(l.linear / 32) + ", " + thread_str(l) + ": " + what + " at " +
         where.file_name() + ":" + std::to_string(where.line()) + ": " + problem);
+}
+
+}  // namespace
+
+void wmma_refuse(const char* what, std::source_location where, const char* problem) {
+  refuse_call(what, where, problem);
 }
 
 // ---- asynchronous copies (cudasim/pipeline.h) ----------------------------------------------------
@@ -961,13 +970,6 @@ std::string address_str(const void* p) {
   return o.str();
 }
 
-[[noreturn]] void pipeline_refuse(const char* what, std::source_location where, const std::string& problem) {
-  const Lane& l = *tl_lane;
-  Worker& w = *tl_worker;
-  fatal(kernel_str(w) + ", " + thread_str(l) + ": " + what + " at " + where.file_name() + ":" +
-        std::to_string(where.line()) + ": " + problem);
-}
-
 }  // namespace
 
 void pipeline_enqueue(void* dst, const void* src, size_t size, size_t zfill, std::source_location where) {
@@ -976,35 +978,35 @@ void pipeline_enqueue(void* dst, const void* src, size_t size, size_t zfill, std
   const Lane& l = *tl_lane;
   const char* what = "__pipeline_memcpy_async";
   if (size != 4 && size != 8 && size != 16) {
-    pipeline_refuse(what, where, "size_and_align = " + std::to_string(size) + " must be 4, 8 or 16");
+    refuse_call(what, where, "size_and_align = " + std::to_string(size) + " must be 4, 8 or 16");
   }
   if (zfill > size) {
-    pipeline_refuse(what, where, "zfill = " + std::to_string(zfill) + " is more than size_and_align = " +
-                                     std::to_string(size));
+    refuse_call(what, where, "zfill = " + std::to_string(zfill) + " is more than size_and_align = " +
+                                 std::to_string(size));
   }
   if (reinterpret_cast<uintptr_t>(dst) % size != 0 || reinterpret_cast<uintptr_t>(src) % size != 0) {
-    pipeline_refuse(what, where, "the destination " + address_str(dst) + " and the source " + address_str(src) +
-                                     " must both be aligned to size_and_align = " + std::to_string(size) + " bytes");
+    refuse_call(what, where, "the destination " + address_str(dst) + " and the source " + address_str(src) +
+                                 " must both be aligned to size_and_align = " + std::to_string(size) + " bytes");
   }
   if (!within(dst, size, w.arena, w.arena_used) && !within(dst, size, w.block.dynamic_smem, w.block.dynamic_bytes)) {
-    pipeline_refuse(what, where, "the destination " + address_str(dst) + " is not in the block's shared memory (" +
-                                     std::to_string(size) + " bytes of a __shared__ variable or of the dynamic "
-                                     "shared memory): asynchronous copies go from global to shared memory");
+    refuse_call(what, where, "the destination " + address_str(dst) + " is not in the block's shared memory (" +
+                                 std::to_string(size) + " bytes of a __shared__ variable or of the dynamic "
+                                 "shared memory): asynchronous copies go from global to shared memory");
   }
   if (within(src, 1, w.shared_window, w.dynamic_end - w.shared_window)) {
-    pipeline_refuse(what, where, "the source " + address_str(src) +
-                                     " is in shared memory: asynchronous copies go from global to shared memory");
+    refuse_call(what, where, "the source " + address_str(src) +
+                                 " is in shared memory: asynchronous copies go from global to shared memory");
   }
   const StackRange& stack = w.stacks[l.linear];
   const auto s = reinterpret_cast<uintptr_t>(src);
   if (s >= stack.lo && s < stack.hi) {
-    pipeline_refuse(what, where, "the source " + address_str(src) +
-                                     " is a local variable of the thread: asynchronous copies go from global memory");
+    refuse_call(what, where, "the source " + address_str(src) +
+                                 " is a local variable of the thread: asynchronous copies go from global memory");
   }
   Worker::AsyncQueue& q = w.async[l.linear];
   if (q.copies.size() >= kMaxAsyncCopies) {
-    pipeline_refuse(what, where, "this thread has " + std::to_string(kMaxAsyncCopies) +
-                                     " copies in flight: wait for them with __pipeline_wait_prior()");
+    refuse_call(what, where, "this thread has " + std::to_string(kMaxAsyncCopies) +
+                                 " copies in flight: wait for them with __pipeline_wait_prior()");
   }
   q.copies.push_back({static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src),
                       static_cast<uint32_t>(size - zfill), static_cast<uint32_t>(size)});
@@ -1016,8 +1018,8 @@ void pipeline_commit(std::source_location where) {
   Worker& w = *tl_worker;
   Worker::AsyncQueue& q = w.async[tl_lane->linear];
   if (q.batch_ends.size() >= kMaxAsyncCopies) {
-    pipeline_refuse("__pipeline_commit", where, "this thread has " + std::to_string(kMaxAsyncCopies) +
-                                                    " batches in flight: wait for them with __pipeline_wait_prior()");
+    refuse_call("__pipeline_commit", where, "this thread has " + std::to_string(kMaxAsyncCopies) +
+                                                " batches in flight: wait for them with __pipeline_wait_prior()");
   }
   q.batch_ends.push_back(q.copies.size());
   w.async_used = true;
