@@ -78,10 +78,13 @@ __host__ __device__ inline int heads_per_block(int group) {
   return (group + slices - 1) / slices;
 }
 
-// q's rows (zero-padded to the lanes' width), then each warp's merged state: acc, m and l.
+// Floats of one head's row of q in shared memory: what the row's lanes read, zeros past h_d.
+__host__ __device__ constexpr int q_row_floats(int lanes) { return lanes * 4 * kPieces; }
+
+// q's rows, then each warp's merged state: acc, m and l.
 size_t shared_floats(int heads, int head_dim) {
-  const size_t width = static_cast<size_t>(lanes_per_row(head_dim)) * 4 * kPieces;
-  return heads * width + static_cast<size_t>(kWarps) * heads * (head_dim + 2);
+  return static_cast<size_t>(heads) * q_row_floats(lanes_per_row(head_dim)) +
+         static_cast<size_t>(kWarps) * heads * (head_dim + 2);
 }
 
 // Four floats at p (16-byte aligned) in one 16-byte load, as a GPU's vector load. On the CPU
@@ -181,8 +184,9 @@ __global__ void __launch_bounds__(kThreads, kGroup <= 4 ? 4 : 2)
   // begin + warp·kRows + row, then every kWarps·kRows further. Per step: load kUnroll
   // positions' K and V rows (their slots through the table, looked up one step ahead; nothing
   // past end), then the scores (q·k summed over the row's lanes), then per head the online
-  // softmax over the step (new max, rescale l and acc once, add the exp-weighted V rows). At the end: merge the rows of each warp (shuffles), the warps
-  // through shared memory after q's rows (one barrier, reached by every thread), and write
+  // softmax over the step (new max, rescale l and acc once, add the exp-weighted V rows). At the
+  // end: merge the rows of each warp (shuffles), the warps through shared memory after q's rows
+  // (one barrier, reached by every thread), and write
   // out[item, head, e] = acc / l and, with out_lse, out_lse[item, head] = m + log(l); l = 0 (no
   // position) gives O = 0 and LSE = −inf.
   const int h_d = cache.head_dim, width = cache.n_kv_heads * h_d;
@@ -213,7 +217,7 @@ __global__ void __launch_bounds__(kThreads, kGroup <= 4 ? 4 : 2)
   // q (times the scale) in shared memory, one zero-padded row of kWidth floats per head: q is
   // read again every step, but a register copy would cost the registers that keep K and V loads
   // in flight. Pieces past h_d are zero there, so the K values read past a row's end add nothing.
-  constexpr int kWidth = kLanes * 4 * kPieces;
+  constexpr int kWidth = q_row_floats(kLanes);
   float* q_s = smem;  // [heads, kWidth]
   const float* q_row = q + static_cast<size_t>(b) * n_heads * h_d;
   for (int idx = threadIdx.x; idx < heads * kWidth; idx += kThreads) {
