@@ -35,6 +35,7 @@
 #include "profile.h"
 #include "cudasim/cudasim.h"
 #include "cudasim/pipeline.h"
+#include "cudasim/ptx_mma.h"
 #include "cudasim/wmma.h"
 #include "runtime_internal.h"
 #include "symbolize.h"
@@ -441,14 +442,20 @@ bool same_site(const Lane& a, const Lane& b) {
   return a.line == b.line && a.what == b.what && (a.file == b.file || std::strcmp(a.file, b.file) == 0);
 }
 
-bool is_wmma(const Lane& l) { return std::strncmp(l.what, "wmma::", 6) == 0; }
+// The warp matrix operations: wmma's functions, ldmatrix and mma.sync (cudasim/ptx_mma.h).
+bool is_wmma(const Lane& l) {
+  return std::strncmp(l.what, "wmma::", 6) == 0 || std::strncmp(l.what, "ldmatrix", 8) == 0 ||
+         std::strncmp(l.what, "mma.sync", 8) == 0;
+}
 
 [[noreturn]] void report_exited_lane(Worker& w, const Lane& l, unsigned base, unsigned gone) {
   std::ostringstream m;
   if (is_wmma(l)) {
-    m << kernel_str(w) << ", warp " << base / 32 << ": " << site_str(l) << " is reached by " << thread_str(l)
-      << ", but lane " << gone << " (" << thread_str(w.lanes[base + gone]) << ") has already exited.\n  The wmma "
-      << "load, store and mma functions are warp-collective: every lane of the warp must call them, at the same "
+    m << kernel_str(w) << ", warp " << base / 32 << ": " << site_str(l) << " is reached by "
+      << thread_str(l) << ", but lane " << gone << " (" << thread_str(w.lanes[base + gone])
+      << ") has already exited.\n  Warp "
+      << "matrix operations (wmma's load, store and mma, ldmatrix, mma.sync) are warp-collective: "
+         "every lane of the warp must call them, at the same "
       << "line. A call inside a branch that only part of the warp takes is undefined on a GPU.";
     fatal(m.str());
   }
@@ -568,7 +575,8 @@ unsigned release_warp(Worker& w, unsigned wi, unsigned n, bool end_of_pass) {
             ": lanes of one warp meet at different warp-synchronous calls:\n  " + thread_str(a) +
             " is at " + site_str(a) + "\n  " + thread_str(b) + " is at " + site_str(b) +
             (is_wmma(a) || is_wmma(b)
-                 ? "\n  The wmma load, store and mma functions are warp-collective: every lane of the warp must "
+                 ? "\n  Warp matrix operations (wmma's load, store and mma, ldmatrix, mma.sync) "
+                   "are warp-collective: every lane of the warp must "
                    "make the same call, at the same line."
                  : "\n  Every lane named in the mask must execute the same shuffle or vote."));
     }
@@ -867,9 +875,9 @@ uint64_t warp_sync(WarpOp op, unsigned mask, int pred, uint64_t value, unsigned 
 // ---- warp matrix functions (cudasim/wmma.h) -----------------------------------------------------
 
 namespace {
-// Each lane's mma_sync operands while its warp meets, by linear thread index (a block runs on one
-// OS thread).
-thread_local const WmmaOperands* t_wmma_operands[kMaxThreadsPerBlock];
+// What each lane gives a warp-collective matrix operation (its fragments, registers or row) while
+// its warp meets, by linear thread index (a block runs on one OS thread).
+thread_local const void* t_warp_operands[kMaxThreadsPerBlock];
 
 // Lanes of warp `wi` that the block has.
 unsigned warp_width(const Worker& w, unsigned wi) { return std::min(32u, w.block.nthreads - wi * 32); }
@@ -881,6 +889,22 @@ void wmma_whole_warp(Worker& w, const Lane& l, const char* what, std::source_loc
         where.file_name() + ":" + std::to_string(where.line()) + " needs a whole warp of 32 threads, but this warp " +
         "has " + std::to_string(width) + " (the block has " + std::to_string(w.block.nthreads) +
         " threads).\n  Launch blocks whose size is a multiple of 32.");
+}
+
+// The calling lane deposits `mine` and its warp meets at `what` (every lane of a whole warp must);
+// returns the warp's 32 deposits, by lane. Each lane then computes its own results from them.
+const void* const* warp_deposit(const void* mine, const char* what, std::source_location where) {
+  const Lane& l = *tl_lane;
+  wmma_whole_warp(*tl_worker, l, what, where);
+  const unsigned lane = l.linear & 31u;
+  t_warp_operands[l.linear] = mine;
+  warp_sync(WarpOp::Shuffle, ~0u, 0, 0, lane, what, where);
+  return t_warp_operands + (l.linear - lane);
+}
+
+// The warp meets again: no lane may change what it deposited before every lane has read it.
+void warp_deposits_read(const char* what, std::source_location where) {
+  warp_sync(WarpOp::Shuffle, ~0u, 0, 0, tl_lane->linear & 31u, what, where);
 }
 
 float wmma_get(WmmaType t, const void* x, unsigned slot) {
@@ -905,23 +929,22 @@ void wmma_meet(const char* what, std::source_location where) {
 
 void wmma_mma(const WmmaShape& s, const WmmaOperands& mine, const char* what, std::source_location where) {
   check::RuntimeCode runtime;
-  Lane& l = *tl_lane;
-  Worker& w = *tl_worker;
-  wmma_whole_warp(w, l, what, where);
-  const unsigned me = l.linear, lane = me & 31u, base = me - lane;
-  t_wmma_operands[me] = &mine;
-  warp_sync(WarpOp::Shuffle, ~0u, 0, 0, lane, what, where);
+  const void* const* deposits = warp_deposit(&mine, what, where);
+  const unsigned lane = tl_lane->linear & 31u;
   // Every lane's operands are known now. This lane's elements of D: element e of the m x n
   // matrix is in slot e / 32 of lane e % 32 (the mapping of cudasim/wmma.h); A is m x k and B is
   // k x n, numbered the same way, and their first copy is read.
-  const WmmaOperands* const* ops = t_wmma_operands + base;
+  const auto ops = [&](unsigned other) {
+    return static_cast<const WmmaOperands*>(deposits[other]);
+  };
   for (unsigned slot = 0; slot < s.m * s.n / 32; ++slot) {
     const unsigned e = slot * 32 + lane, i = e / s.n, j = e % s.n;
     float acc = wmma_get(s.c, mine.c, slot);
     for (unsigned kk = 0; kk < s.k; ++kk) {
       const unsigned ea = i * s.k + kk, eb = kk * s.n + j;
       // Exact: the product of two 16-bit floats fits in a float's 24-bit significand.
-      const float p = wmma_get(s.ab, ops[ea % 32]->a, ea / 32) * wmma_get(s.ab, ops[eb % 32]->b, eb / 32);
+      const float p =
+          wmma_get(s.ab, ops(ea % 32)->a, ea / 32) * wmma_get(s.ab, ops(eb % 32)->b, eb / 32);
       acc += p;
     }
     if (s.d == WmmaType::Half) {
@@ -931,7 +954,7 @@ void wmma_mma(const WmmaShape& s, const WmmaOperands& mine, const char* what, st
     }
   }
   // No lane may change its A or B (they are read by the others) before every lane is done.
-  warp_sync(WarpOp::Shuffle, ~0u, 0, 0, lane, what, where);
+  warp_deposits_read(what, where);
 }
 
 namespace {
@@ -1043,6 +1066,90 @@ size_t pipeline_take(size_t prior) {
 void pipeline_taken(size_t i, AsyncCopy* copy) {
   check::RuntimeCode runtime;
   *copy = tl_worker->async[tl_lane->linear].taken[i];
+}
+
+// ---- ldmatrix and mma.sync with PTX's register layouts (cudasim/ptx_mma.h) ----------------------
+
+namespace {
+// The 16-bit element `h` (0 .. 7) of a row of four words: the lower-numbered element of a word is
+// its low half.
+uint32_t half_of(const uint32_t* row, unsigned h) {
+  return (row[h / 2] >> (16 * (h % 2))) & 0xffffu;
+}
+
+float bf16_bits_to_float(uint32_t bits) {
+  const uint32_t u = bits << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+}  // namespace
+
+void ldmatrix_check(const void* row, const char* what, std::source_location where) {
+  check::RuntimeCode runtime;
+  Worker& w = *tl_worker;
+  if (reinterpret_cast<uintptr_t>(row) % 16 != 0) {
+    refuse_call(what, where,
+                "the row address " + address_str(row) + " is not 16-byte aligned (it is " +
+                    std::to_string(reinterpret_cast<uintptr_t>(row) % 16) +
+                    " bytes past a 16-byte boundary); each lane gives the start of one row of 8 "
+                    "16-bit elements, and a row's 16 bytes must be aligned");
+  }
+  if (!within(row, 16, w.arena, w.arena_used) &&
+      !within(row, 16, w.block.dynamic_smem, w.block.dynamic_bytes)) {
+    refuse_call(
+        what, where,
+        "the row address " + address_str(row) +
+            " is not 16 bytes inside the block's shared memory (a __shared__ variable or the "
+            "dynamic shared memory): ldmatrix loads from shared memory only");
+  }
+}
+
+void ldmatrix_exchange(const uint32_t* mine, unsigned n, bool trans, uint32_t* r, const char* what,
+                       std::source_location where) {
+  check::RuntimeCode runtime;
+  const void* const* deposits = warp_deposit(mine, what, where);
+  const unsigned lane = tl_lane->linear & 31u, g = lane / 4, q = lane % 4;
+  for (unsigned j = 0; j < n; ++j) {
+    const auto row = [&](unsigned i) { return static_cast<const uint32_t*>(deposits[8 * j + i]); };
+    // Without .trans lane (g, q) holds elements 2q, 2q + 1 of row g; with it, element g of rows
+    // 2q and 2q + 1.
+    r[j] = trans ? half_of(row(2 * q), g) | half_of(row(2 * q + 1), g) << 16 : row(g)[q];
+  }
+  // No lane may reuse its row buffer before every lane has read it.
+  warp_deposits_read(what, where);
+}
+
+void ptx_mma_m16n8k16_bf16(const PtxMmaOperands& mine, const char* what,
+                           std::source_location where) {
+  check::RuntimeCode runtime;
+  const void* const* deposits = warp_deposit(&mine, what, where);
+  const unsigned lane = tl_lane->linear & 31u;
+  const auto ops = [&](unsigned other) {
+    return static_cast<const PtxMmaOperands*>(deposits[other]);
+  };
+  // A[row][k] is in lane 4·(row % 8) + (k % 8) / 2, register row / 8 + 2·(k / 8), half k % 2;
+  // B[k][col] in lane 4·col + (k % 8) / 2, register k / 8, half k % 2 (PTX's layouts).
+  const auto a_at = [&](unsigned row, unsigned k) {
+    const uint32_t reg = ops(4 * (row % 8) + (k % 8) / 2)->a[row / 8 + 2 * (k / 8)];
+    return bf16_bits_to_float((reg >> (16 * (k % 2))) & 0xffffu);
+  };
+  const auto b_at = [&](unsigned k, unsigned col) {
+    const uint32_t reg = ops(4 * col + (k % 8) / 2)->b[k / 8];
+    return bf16_bits_to_float((reg >> (16 * (k % 2))) & 0xffffu);
+  };
+  const unsigned g = lane / 4, q = lane % 4;
+  float d[4];
+  for (unsigned i = 0; i < 4; ++i) {
+    const unsigned row = g + 8 * (i / 2), col = 2 * q + i % 2;
+    float acc = mine.c[i];
+    // Exact: the product of two bf16 fits in a float's 24-bit significand.
+    for (unsigned k = 0; k < 16; ++k) acc += a_at(row, k) * b_at(k, col);
+    d[i] = acc;
+  }
+  for (unsigned i = 0; i < 4; ++i) mine.d[i] = d[i];  // after every read of C: d may be c
+  // No lane may change its A or B (the others read them) before every lane is done.
+  warp_deposits_read(what, where);
 }
 
 void* shared_alloc(size_t bytes, size_t align, size_t elem_bytes, const char* name, std::source_location where) {

@@ -24,6 +24,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "device_floats.h"
 #include "diagnostic_exit.h"
 
 namespace wmma = nvcuda::wmma;
@@ -222,7 +223,9 @@ __global__ void load_tile(const __nv_bfloat16* a, unsigned ldm, float* d) {
 namespace {
 
 using cudasim_tests::checked;
+using cudasim_tests::download;
 using cudasim_tests::kDiagnostic;
+using cudasim_tests::upload;
 
 template <class T>
 T to16(float v) {
@@ -236,20 +239,6 @@ template <class T>
 T from_float(float v) {
   if constexpr (std::is_same_v<T, float>) return v;
   else return to16<T>(v);
-}
-
-template <class T>
-T* upload(const std::vector<T>& h) {
-  T* d = nullptr;
-  EXPECT_EQ(cudaMalloc(&d, h.size() * sizeof(T)), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  return d;
-}
-template <class T>
-std::vector<T> download(const T* d, size_t n) {
-  std::vector<T> h(n);
-  EXPECT_EQ(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  return h;
 }
 
 // Seeded values in [-1, 1) (none of them zero), rounded to T.
