@@ -52,11 +52,14 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include <mma.h>
 
 #include "harness/check/cuda_check.h"
 #include "kernels/kernels.h"
+#include "kernels/warp_mma.h"
 
 namespace clockwork::kernels {
 namespace {
@@ -402,7 +405,8 @@ constexpr int kTcMaxHeadDim = 128;    // Q's fragments and O's accumulators live
 constexpr int kTcPad = 8;             // bf16 of padding per shared row: 16 bytes, off the banks' period
 constexpr int kTcScorePitch = kTcKeys + 4;  // floats per row of a warp's S (a multiple of 4)
 constexpr int kTcProbPitch = kTcKeys + kTcPad;  // bf16 per row of a warp's P (a multiple of 8)
-constexpr float kTcLazyRescale = 8.f;
+// [[maybe_unused]] here and below: a build for sm_75 compiles the tensor-core kernels to nothing.
+[[maybe_unused]] constexpr float kTcLazyRescale = 8.f;
 
 // Query positions per block: all 8 row groups filled where the group allows (16·8/group
 // positions), else one row group of 16 positions per head.
@@ -427,8 +431,9 @@ __device__ __forceinline__ void store_bf16x4(__nv_bfloat16* dst, float4 x) {
 }
 
 // Four floats of a row (zeros beyond h_d or where the row does not exist) as bf16 in shared memory.
-__device__ __forceinline__ void store4_bf16(__nv_bfloat16* dst, const float* row, int e, int h_d,
-                                            bool vec, bool exists) {
+[[maybe_unused]] __device__ __forceinline__ void store4_bf16(__nv_bfloat16* dst, const float* row,
+                                                             int e, int h_d, bool vec,
+                                                             bool exists) {
   store_bf16x4(dst, exists ? load4(row, e, h_d, vec) : make_float4(0.f, 0.f, 0.f, 0.f));
 }
 
@@ -455,6 +460,50 @@ __device__ __forceinline__ void fetch_kv_tile(const float* k, const float* v, in
     const size_t at = static_cast<size_t>(k0 + c) * kv_width + head_offset;
     k_next[i] = exists ? load4(k + at, e, D, vec) : make_float4(0.f, 0.f, 0.f, 0.f);
     v_next[i] = exists ? load4(v + at, e, D, vec) : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+
+// The block's query rows as bf16 [warps·16, D + kTcPad] in shared memory: row 16w + r is query
+// head g·group + w / per_head at position q0 + 16·(w % per_head) + r (zeros beyond s).
+template <int D>
+__device__ __forceinline__ void store_q_rows(__nv_bfloat16* q_s, const float* q, int q0,
+                                             int per_head, int g, int group, int s, size_t q_width,
+                                             bool vec) {
+  constexpr int P = D + kTcPad;
+  const int warps = static_cast<int>(blockDim.x) / 32;
+  for (int idx = threadIdx.x; idx < warps * kTcRows * (D / 4); idx += blockDim.x) {
+    const int r = idx / (D / 4), e = idx % (D / 4) * 4;
+    const int w = r / kTcRows, at = q0 + kTcRows * (w % per_head) + r % kTcRows;
+    const int h = g * group + w / per_head;
+    store4_bf16(q_s + r * P + e, q + at * q_width + static_cast<size_t>(h) * D, e, D, vec, at < s);
+  }
+}
+
+// K and V of keys k0 .. k0 + kTcKeys − 1 as bf16 [key, D + kTcPad] in shared memory: this
+// thread's pieces fetched by fetch_kv_tile(), then, in a block of fewer than kTcWarps warps, the
+// pieces beyond them, loaded now.
+template <int D>
+__device__ __forceinline__ void store_kv_tile(__nv_bfloat16* k_s, __nv_bfloat16* v_s,
+                                              const float4 (&k_next)[kTcFetch<D>],
+                                              const float4 (&v_next)[kTcFetch<D>], const float* k,
+                                              const float* v, int k0, int s, size_t kv_width,
+                                              size_t head_offset, bool vec) {
+  constexpr int P = D + kTcPad;
+#pragma unroll
+  for (int i = 0; i < kTcFetch<D>; ++i) {
+    const int idx = static_cast<int>(threadIdx.x + i * blockDim.x);
+    if (idx < kTcTilePieces<D>) {
+      const int c = idx / (D / 4), e = idx % (D / 4) * 4;
+      store_bf16x4(k_s + c * P + e, k_next[i]);
+      store_bf16x4(v_s + c * P + e, v_next[i]);
+    }
+  }
+  for (int idx = threadIdx.x + kTcFetch<D> * blockDim.x; idx < kTcTilePieces<D>;
+       idx += blockDim.x) {
+    const int c = idx / (D / 4), e = idx % (D / 4) * 4;
+    const size_t at = static_cast<size_t>(k0 + c) * kv_width + head_offset;
+    store4_bf16(k_s + c * P + e, k + at, e, D, vec, k0 + c < s);
+    store4_bf16(v_s + c * P + e, v + at, e, D, vec, k0 + c < s);
   }
 }
 
@@ -508,12 +557,7 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1)
   __nv_bfloat16* p_w = reinterpret_cast<__nv_bfloat16*>(tc_smem + q_or_kv + warps * kTcRows * kTcScorePitch * 4) +
                        warp * kTcRows * kTcProbPitch;
 
-  for (int idx = threadIdx.x; idx < warps * kTcRows * (D / 4); idx += blockDim.x) {
-    const int r = idx / (D / 4), e = idx % (D / 4) * 4;
-    const int w = r / kTcRows, at = q0 + kTcRows * (w % per_head) + r % kTcRows;
-    const int h = g * group + w / per_head;
-    store4_bf16(q_s + r * P + e, q + at * q_width + static_cast<size_t>(h) * D, e, D, vec, at < s);
-  }
+  store_q_rows<D>(q_s, q, q0, per_head, g, group, s, q_width, vec);
   __syncthreads();
   wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> q_f[kFrags];
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> o_f[kFrags];
@@ -532,21 +576,7 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1)
   float4 k_next[kTcFetch<D>], v_next[kTcFetch<D>];
   fetch_kv_tile<D>(k, v, 0, s, kv_width, head_offset, vec, k_next, v_next);
   for (int k0 = 0; k0 <= last; k0 += kTcKeys) {
-#pragma unroll
-    for (int i = 0; i < kTcFetch<D>; ++i) {
-      const int idx = static_cast<int>(threadIdx.x + i * blockDim.x);
-      if (idx < kTcTilePieces<D>) {
-        const int c = idx / (D / 4), e = idx % (D / 4) * 4;
-        store_bf16x4(k_s + c * P + e, k_next[i]);
-        store_bf16x4(v_s + c * P + e, v_next[i]);
-      }
-    }
-    for (int idx = threadIdx.x + kTcFetch<D> * blockDim.x; idx < kTcTilePieces<D>; idx += blockDim.x) {
-      const int c = idx / (D / 4), e = idx % (D / 4) * 4;
-      const size_t at = static_cast<size_t>(k0 + c) * kv_width + head_offset;
-      store4_bf16(k_s + c * P + e, k + at, e, D, vec, k0 + c < s);
-      store4_bf16(v_s + c * P + e, v + at, e, D, vec, k0 + c < s);
-    }
+    store_kv_tile<D>(k_s, v_s, k_next, v_next, k, v, k0, s, kv_width, head_offset, vec);
     __syncthreads();
     if (k0 + kTcKeys <= last) fetch_kv_tile<D>(k, v, k0 + kTcKeys, s, kv_width, head_offset, vec, k_next, v_next);
     if (p0 <= last && k0 <= p0 + kTcRows - 1) {  // warp-uniform: some real row of the warp sees key k0
@@ -642,34 +672,227 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1)
 #endif
   // STUB: (void)q; (void)k; (void)v; (void)out; (void)s; (void)n_heads; (void)n_kv_heads;
   // STUB: (void)scale; (void)vec; (void)tc_smem; (void)store4_bf16; (void)kTcLazyRescale;
-  // STUB: (void)fetch_kv_tile<D>;
+  // STUB: (void)fetch_kv_tile<D>; (void)store_q_rows<D>; (void)store_kv_tile<D>;
   // END SOLUTION
 }
 
+// ---- the same on mma.sync: flash_attention_mma() -----------------------------------------------
+//
+// flash_attention_tensor_cores()'s blocks, tiles and prefetch, with its products issued as PTX's
+// mma.sync m16n8k16 and its operands loaded with ldmatrix (kernels/warp_mma.h), as
+// FlashAttention-2 does. Their register layouts are documented: lane (r, c) = (lane / 4,
+// lane % 4) holds rows r and r + 8 of an accumulator, columns 2c and 2c + 1 of each 8. So a warp's
+// 16 × kTcKeys scores stay in registers, kTcKeys / 8 accumulators; a row's maximum is two shuffles
+// among the four lanes that hold it; the output accumulators are rescaled in registers at every
+// tile (the maximum moves exactly, not lazily); and the probabilities, rounded to bf16 in pairs,
+// are already in the order of the A operand of P·V. Nothing but Q, K and V goes through shared
+// memory: no per-warp S and P, a third less shared memory, and no warp-wide stores and loads of
+// them between the two products.
 template <int D>
-void launch_tc(const float* q, const float* k, const float* v, float* out, int s, int n_heads,
-               int n_kv_heads, cudaStream_t stream) {
+__global__ void __launch_bounds__(kTcWarps * 32, 1)
+    flash_attention_mma_kernel(const float* q, const float* k, const float* v, float* out, int s,
+                               int n_heads, int n_kv_heads, float scale, bool vec) {
+  extern __shared__ __align__(16) unsigned char mma_smem[];
+  // BEGIN SOLUTION(m5): Blocks, warps, rows and key tiles as in flash_attention_tc_kernel; lane
+  // (r, c) = (lane / 4, lane % 4) of warp w holds, in every accumulator, rows r and r + 8 of the
+  // warp's 16 (positions p0 + r, p0 + r + 8) and columns 2c, 2c + 1. Store the block's Q rows as
+  // bf16 (store_q_rows), ldmatrix each warp's 16 rows into D/16 A operands (kept for the whole
+  // kernel), zero D/8 output accumulators, and keep per row m (−inf) and this lane's part of l
+  // (0). For each key tile (keys k0 .. k0 + 31) up to the block's last position:
+  //   1. store_kv_tile, __syncthreads(), fetch_kv_tile of the next tile (as the wmma version);
+  //   2. a warp all of whose rows come before k0 skips the tile; otherwise S = Q·Kᵀ: four
+  //      accumulators of 8 keys, B operands by ldmatrix from K's rows (K stored [key][dim] is B
+  //      stored [n][k]);
+  //   3. per element, score·scale, or −inf for a key after the row's position or ≥ s; the row's
+  //      tile maximum over the lane's 8 values and the 3 other lanes of the row (shuffles xor 1,
+  //      2); m_new = max(m, that); rescale = exp(m − m_new) multiplies l AND the row's output
+  //      accumulators; p = exp(score − m_new) rounded to bf16 in pairs (pack_bf16x2), which are
+  //      the A operands of P·V (accumulators 2j and 2j + 1 give the k-step j); l adds the
+  //      rounded p;
+  //   4. O += P·V, B operands by ldmatrix_trans from V's rows (V stored [key][dim] is B stored
+  //      [k][n]); __syncthreads() before the next tile overwrites K and V.
+  // Finally l summed over the row's 4 lanes, out[pos, head·D + e] = O / l for pos < s.
+  namespace mma = warp_mma;
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800  // bf16 mma.sync needs compute capability 8.0
+  constexpr int P = D + kTcPad;                      // bf16 per row of Q, K and V
+  constexpr int kSteps = D / 16;          // k-steps of Q·Kᵀ; pairs of 8-dim accumulators of O
+  constexpr int kKeyTiles = kTcKeys / 8;  // 8-key accumulators of S
   const int group = n_heads / n_kv_heads;
-  const size_t bytes = tc_shared_bytes(group, D);
+  const int T = static_cast<int>(blockDim.x) / 32 * kTcRows / group;  // query positions per block
+  const int t = gridDim.x - 1 - blockIdx.x, g = blockIdx.y, q0 = t * T;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int per_head = T / kTcRows;
+  const int head = g * group + warp / per_head, p0 = q0 + kTcRows * (warp % per_head);
+  const int r = lane / 4, c = lane % 4;  // rows r and r + 8, columns 2c and 2c + 1
+  const size_t q_width = static_cast<size_t>(n_heads) * D,
+               kv_width = static_cast<size_t>(n_kv_heads) * D;
+
+  __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(mma_smem);
+  __nv_bfloat16* k_s = q_s;  // K and V replace Q once it is in registers
+  __nv_bfloat16* v_s = k_s + kTcKeys * P;
+
+  store_q_rows<D>(q_s, q, q0, per_head, g, group, s, q_width, vec);
+  __syncthreads();
+  // A operands: lanes 0–15 give rows 0–15 of the warp at dims 16j, lanes 16–31 at 16j + 8.
+  uint32_t q_a[kSteps][4];
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j)
+    mma::ldmatrix(q_a[j], q_s + (warp * kTcRows + lane % 16) * P + 16 * j + 8 * (lane / 16));
+  float o[2 * kSteps][4];
+#pragma unroll
+  for (int n = 0; n < 2 * kSteps; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  __syncthreads();  // Q's shared rows are K and V's from here on
+
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows r and r + 8; l: this lane's part
+  const int last = min(q0 + T, s) - 1;                     // the block's last real position
+  const size_t head_offset = static_cast<size_t>(g) * D;
+  float4 k_next[kTcFetch<D>], v_next[kTcFetch<D>];
+  fetch_kv_tile<D>(k, v, 0, s, kv_width, head_offset, vec, k_next, v_next);
+  for (int k0 = 0; k0 <= last; k0 += kTcKeys) {
+    store_kv_tile<D>(k_s, v_s, k_next, v_next, k, v, k0, s, kv_width, head_offset, vec);
+    __syncthreads();
+    if (k0 + kTcKeys <= last)
+      fetch_kv_tile<D>(k, v, k0 + kTcKeys, s, kv_width, head_offset, vec, k_next, v_next);
+    if (p0 <= last &&
+        k0 <= p0 + kTcRows - 1) {  // warp-uniform: some real row of the warp sees key k0
+      float sc[kKeyTiles][4];
+#pragma unroll
+      for (int n = 0; n < kKeyTiles; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
+#pragma unroll
+      for (int n = 0; n < kKeyTiles; n += 2) {
+#pragma unroll
+        for (int j = 0; j < kSteps; ++j) {
+          // Keys 8n .. 8n + 15: lanes 0–7 and 16–23 give their rows at dims 16j, 8–15 and 24–31 at
+          // 16j + 8.
+          uint32_t kb[4];
+          mma::ldmatrix(
+              kb, k_s + (8 * n + 8 * (lane / 16) + lane % 8) * P + 16 * j + 8 * (lane / 8 % 2));
+          const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
+          mma::mma_m16n8k16(sc[n], q_a[j], b0, sc[n]);
+          mma::mma_m16n8k16(sc[n + 1], q_a[j], b1, sc[n + 1]);
+        }
+      }
+
+      float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int n = 0; n < kKeyTiles; ++n) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int pos = p0 + r + 8 * (i / 2), key = k0 + 8 * n + 2 * c + i % 2;
+          sc[n][i] = key <= pos && key < s ? sc[n][i] * scale : -INFINITY;
+          tile_max[i / 2] = fmaxf(tile_max[i / 2], sc[n][i]);
+        }
+      }
+      float rescale[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+        tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+        // Key k0 is visible to every row of the warp (k0 <= p0), so the new maximum is finite.
+        const float m_new = fmaxf(m[h], tile_max[h]);
+        rescale[h] = __expf(m[h] - m_new);  // 0 on the first tile (m = −inf)
+        m[h] = m_new;
+        l[h] *= rescale[h];
+      }
+#pragma unroll
+      for (int n = 0; n < 2 * kSteps; ++n) {
+        o[n][0] *= rescale[0];
+        o[n][1] *= rescale[0];
+        o[n][2] *= rescale[1];
+        o[n][3] *= rescale[1];
+      }
+      // P in bf16 pairs, straight into the A operands of P·V: k-step j is accumulators 2j (its
+      // registers 0 and 1) and 2j + 1 (registers 2 and 3).
+      uint32_t p_a[kKeyTiles / 2][4];
+#pragma unroll
+      for (int n = 0; n < kKeyTiles; ++n) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t pair =
+              mma::pack_bf16x2(__expf(sc[n][2 * h] - m[h]), __expf(sc[n][2 * h + 1] - m[h]));
+          l[h] +=
+              __uint_as_float(pair << 16) + __uint_as_float(pair & 0xffff0000u);  // the rounded p
+          p_a[n / 2][2 * (n % 2) + h] = pair;
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kKeyTiles / 2; ++j) {
+#pragma unroll
+        for (int n = 0; n < kSteps; ++n) {
+          // Keys 16j .. 16j + 15 (lanes 0–15) at dims 16n, the same keys (lanes 16–31) at 16n + 8.
+          uint32_t vb[4];
+          mma::ldmatrix_trans(vb, v_s + (16 * j + lane % 16) * P + 16 * n + 8 * (lane / 16));
+          const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
+          mma::mma_m16n8k16(o[2 * n], p_a[j], b0, o[2 * n]);
+          mma::mma_m16n8k16(o[2 * n + 1], p_a[j], b1, o[2 * n + 1]);
+        }
+      }
+    }
+    __syncthreads();
+  }
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    const int pos = p0 + r + 8 * h;
+    if (pos >= s) continue;
+    const float inv = 1.f / l[h];
+    float* row = out + pos * q_width + static_cast<size_t>(head) * D + 2 * c;
+#pragma unroll
+    for (int n = 0; n < 2 * kSteps; ++n) {
+      const float2 x = make_float2(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
+      if (vec) {
+        *reinterpret_cast<float2*>(row + 8 * n) = x;
+      } else {
+        row[8 * n] = x.x;
+        row[8 * n + 1] = x.y;
+      }
+    }
+  }
+#endif
+  // STUB: (void)q; (void)k; (void)v; (void)out; (void)s; (void)n_heads; (void)n_kv_heads;
+  // STUB: (void)scale; (void)vec; (void)mma_smem;
+  // END SOLUTION
+}
+
+// Shared memory of one flash_attention_mma() block, in bytes: Q (bf16, [warps·16, h_d + pad]) at
+// first, then K and V ([kTcKeys, h_d + pad] each) over it.
+size_t mma_shared_bytes(int group, int head_dim) {
+  return std::max(static_cast<size_t>(tc_warps(group)) * kTcRows,
+                  static_cast<size_t>(2 * kTcKeys)) *
+         (head_dim + kTcPad) * 2;
+}
+
+// The two tensor-core kernels' signature.
+using TensorCoreKernel = void (*)(const float*, const float*, const float*, float*, int, int, int,
+                                  float, bool);
+
+// Launches `kernel`, flash_attention_tc_kernel<head_dim> or flash_attention_mma_kernel<head_dim>,
+// whose blocks use `bytes` of shared memory.
+void launch_tc(TensorCoreKernel kernel, size_t bytes, const float* q, const float* k,
+               const float* v, float* out, int s, int n_heads, int n_kv_heads, int head_dim,
+               cudaStream_t stream) {
+  const int group = n_heads / n_kv_heads;
   const int threads = 32 * tc_warps(group);
   // BEGIN SOLUTION(m5): Grid (ceil(s / tc_tile(group)), n_kv_heads), `threads` threads, `bytes`
   // of dynamic shared memory (opting in beyond 48 KB, as flash_attention() does); the scale is
-  // 1/sqrt(D), and rows may be read as float4 when every pointer is 16-byte aligned.
+  // 1/sqrt(head_dim), and rows may be read as float4 when every pointer is 16-byte aligned.
   if (bytes > kDefaultSharedBytes) {
-    CUDA_CHECK(cudaFuncSetAttribute(flash_attention_tc_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(bytes)));
   }
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
   const auto aligned = [](const float* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   const bool vec = aligned(q) && aligned(k) && aligned(v) && aligned(out);
   const int tile = tc_tile(group);
   const dim3 grid(static_cast<unsigned>((s + tile - 1) / tile), static_cast<unsigned>(n_kv_heads));
-  flash_attention_tc_kernel<D><<<grid, threads, bytes, stream>>>(q, k, v, out, s, n_heads, n_kv_heads, scale, vec);
+  kernel<<<grid, threads, bytes, stream>>>(q, k, v, out, s, n_heads, n_kv_heads, scale, vec);
   CUDA_CHECK(cudaGetLastError());
   // STUB: // Placeholder output (zeros), so that its tests fail cleanly.
-  // STUB: CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<size_t>(s) * n_heads * D * sizeof(float), stream));
-  // STUB: (void)q; (void)k; (void)v; (void)bytes; (void)threads;
-  // STUB: (void)flash_attention_tc_kernel<D>;
+  // STUB: const size_t out_bytes = static_cast<size_t>(s) * n_heads * head_dim * sizeof(float);
+  // STUB: CUDA_CHECK(cudaMemsetAsync(out, 0, out_bytes, stream));
+  // STUB: (void)kernel; (void)bytes; (void)q; (void)k; (void)v; (void)threads;
   // END SOLUTION
 }
 
@@ -770,38 +993,74 @@ size_t flash_attention_tensor_cores_shared_bytes(int n_heads, int n_kv_heads, in
   return tc_shared_bytes(n_heads / n_kv_heads, head_dim);
 }
 
-void flash_attention_tensor_cores(const float* q, const float* k, const float* v, float* out, int s,
-                                  int n_heads, int n_kv_heads, int head_dim, cudaStream_t stream) {
-  check_arguments("flash_attention_tensor_cores", q, k, v, out, s, n_heads, n_kv_heads, head_dim);
+namespace {
+
+// The checks of both tensor-core launchers (`who`), beyond check_arguments(): h_d, group, GPU.
+void check_tensor_core_arguments(const char* who, const float* q, const float* k, const float* v,
+                                 const float* out, int s, int n_heads, int n_kv_heads,
+                                 int head_dim) {
+  check_arguments(who, q, k, v, out, s, n_heads, n_kv_heads, head_dim);
   if (head_dim % 16 != 0 || head_dim > kTcMaxHeadDim) {
-    throw std::invalid_argument("flash_attention_tensor_cores: head_dim " + std::to_string(head_dim) +
+    throw std::invalid_argument(std::string(who) + ": head_dim " + std::to_string(head_dim) +
                                 " must be a multiple of 16 (the tensor cores' tile) and at most " +
-                                std::to_string(kTcMaxHeadDim) + " (use flash_attention for others)");
+                                std::to_string(kTcMaxHeadDim) +
+                                " (use flash_attention for others)");
   }
   const int group = n_heads / n_kv_heads;
   if (group > kTcWarps) {
-    throw std::invalid_argument("flash_attention_tensor_cores: " + std::to_string(group) +
-                                " query heads per KV head; a block holds at most " + std::to_string(kTcWarps) +
-                                " (use flash_attention)");
+    throw std::invalid_argument(std::string(who) + ": " + std::to_string(group) +
+                                " query heads per KV head; a block holds at most " +
+                                std::to_string(kTcWarps) + " (use flash_attention)");
   }
   int device = 0, major = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   if (major < 8) {
-    throw std::runtime_error("flash_attention_tensor_cores: bf16 tensor cores need compute capability 8.0 "
-                             "(this GPU has " + std::to_string(major) + ".x)");
+    throw std::runtime_error(std::string(who) +
+                             ": bf16 tensor cores need compute capability 8.0 (this GPU has " +
+                             std::to_string(major) + ".x)");
   }
+}
+
+// Calls f(std::integral_constant<int, h_d>()): h_d is a multiple of 16 up to kTcMaxHeadDim
+// (checked before), and every such instance of the kernels is compiled.
+template <int D = 16, class F>
+void with_head_dim(int head_dim, F&& f) {
+  if constexpr (D < kTcMaxHeadDim) {
+    if (head_dim != D) return with_head_dim<D + 16>(head_dim, std::forward<F>(f));
+  }
+  f(std::integral_constant<int, D>());
+}
+
+}  // namespace
+
+void flash_attention_tensor_cores(const float* q, const float* k, const float* v, float* out, int s,
+                                  int n_heads, int n_kv_heads, int head_dim, cudaStream_t stream) {
+  check_tensor_core_arguments("flash_attention_tensor_cores", q, k, v, out, s, n_heads, n_kv_heads,
+                              head_dim);
   if (s == 0) return;
-  switch (head_dim) {
-    case 16: launch_tc<16>(q, k, v, out, s, n_heads, n_kv_heads, stream); break;
-    case 32: launch_tc<32>(q, k, v, out, s, n_heads, n_kv_heads, stream); break;
-    case 48: launch_tc<48>(q, k, v, out, s, n_heads, n_kv_heads, stream); break;
-    case 64: launch_tc<64>(q, k, v, out, s, n_heads, n_kv_heads, stream); break;
-    case 80: launch_tc<80>(q, k, v, out, s, n_heads, n_kv_heads, stream); break;
-    case 96: launch_tc<96>(q, k, v, out, s, n_heads, n_kv_heads, stream); break;
-    case 112: launch_tc<112>(q, k, v, out, s, n_heads, n_kv_heads, stream); break;
-    default: launch_tc<128>(q, k, v, out, s, n_heads, n_kv_heads, stream); break;
-  }
+  with_head_dim(head_dim, [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    launch_tc(flash_attention_tc_kernel<D>, tc_shared_bytes(n_heads / n_kv_heads, D), q, k, v, out,
+              s, n_heads, n_kv_heads, D, stream);
+  });
+}
+
+void flash_attention_mma(const float* q, const float* k, const float* v, float* out, int s,
+                         int n_heads, int n_kv_heads, int head_dim, cudaStream_t stream) {
+  check_tensor_core_arguments("flash_attention_mma", q, k, v, out, s, n_heads, n_kv_heads,
+                              head_dim);
+  if (s == 0) return;
+  with_head_dim(head_dim, [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    launch_tc(flash_attention_mma_kernel<D>, mma_shared_bytes(n_heads / n_kv_heads, D), q, k, v,
+              out, s, n_heads, n_kv_heads, D, stream);
+  });
+}
+
+size_t flash_attention_mma_shared_bytes(int n_heads, int n_kv_heads, int head_dim) {
+  if (n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0 || n_heads % n_kv_heads != 0) return 0;
+  return mma_shared_bytes(n_heads / n_kv_heads, head_dim);
 }
 
 }  // namespace clockwork::kernels

@@ -346,6 +346,18 @@ int flash_attention_tensor_cores_tile(int n_heads, int n_kv_heads, int head_dim)
 /// Bytes of shared memory one flash_attention_tensor_cores() block uses (0 for invalid shapes).
 size_t flash_attention_tensor_cores_shared_bytes(int n_heads, int n_kv_heads, int head_dim);
 
+/// flash_attention_tensor_cores() the way FlashAttention-2 issues it: mma.sync and ldmatrix
+/// (kernels/warp_mma.h), whose register layouts are documented, so that each warp keeps its
+/// scores, their softmax and the probabilities in registers instead of passing them through
+/// shared memory. The same blocks (flash_attention_tensor_cores_tile()), rounding, arguments and
+/// refusals as flash_attention_tensor_cores().
+void flash_attention_mma(const float* q, const float* k, const float* v, float* out, int s,
+                         int n_heads, int n_kv_heads, int head_dim, cudaStream_t stream = nullptr);
+
+/// Bytes of shared memory one flash_attention_mma() block uses (0 for invalid shapes): Q, then
+/// one K and V tile over it.
+size_t flash_attention_mma_shared_bytes(int n_heads, int n_kv_heads, int head_dim);
+
 // ---- milestone 5 (extension): batched decode over a shared page pool ------------------------
 
 /// One layer's K and V for a *batch* of requests that share one pool of pages.

@@ -305,11 +305,13 @@ void run_attention(Context& ctx) {
 }
 
 // Milestone 5's fused attention on the same shapes: compare its time and its memory (no [s, s]
-// workspace) with the rows of `attention` above. "tensor-cores" is its bf16 version on tensor
-// cores, the form FlashAttention's published figures are measured in.
+// workspace) with the rows of `attention` above. "tensor-cores" and "mma" are its bf16 versions on
+// tensor cores (wmma, and mma.sync as FlashAttention-2 issues them), the form FlashAttention's
+// published figures are measured in.
 void run_flash_attention(Context& ctx) {
-  const bool fp32 = ctx.options().wants("kernel"), tensor_cores = ctx.options().wants("tensor-cores");
-  if (!fp32 && !tensor_cores) return;
+  const bool fp32 = ctx.options().wants("kernel"),
+             tensor_cores = ctx.options().wants("tensor-cores"), mma = ctx.options().wants("mma");
+  if (!fp32 && !tensor_cores && !mma) return;
   bool noted = false, noted_tc = false;
   for (const Shape& sh : ctx.options().shapes) {
     if (skip_single_row(ctx, sh, "flash_attention", noted)) continue;
@@ -341,15 +343,24 @@ void run_flash_attention(Context& ctx) {
       ctx.add(make_row("flash_attention", "kernel", "causal_gqa", sh, dims, bytes, flops,
                        Peak::Fp32, t));
     }
-    if (tensor_cores) {
+    // The two tensor-core kernels, wmma ("tensor-cores") and mma.sync ("mma"): same blocks, same
+    // FLOPs and bytes.
+    using TensorCoreKernel = void (*)(const float*, const float*, const float*, float*, int, int,
+                                      int, int, cudaStream_t);
+    const std::pair<const char*, TensorCoreKernel> variants[] = {
+        {"tensor-cores", tensor_cores ? kernels::flash_attention_tensor_cores : nullptr},
+        {"mma", mma ? kernels::flash_attention_mma : nullptr}};
+    for (const auto& [variant, kernel] : variants) {
+      if (kernel == nullptr) continue;
       const Timing t = [&]() -> Timing {
         try {
           return ctx.time([&] {
-            kernels::flash_attention_tensor_cores(q.get(), k.get(), v.get(), out.get(), sh.s,
-                                                  sh.n_heads, sh.n_kv_heads, sh.head_dim);
+            kernel(q.get(), k.get(), v.get(), out.get(), sh.s, sh.n_heads, sh.n_kv_heads,
+                   sh.head_dim, nullptr);
           });
         } catch (const std::exception& e) {  // a shape or a GPU it does not take
-          if (!noted_tc) ctx.note(std::string("flash_attention tensor-cores: skipped: ") + e.what());
+          if (!noted_tc)
+            ctx.note(std::string("flash_attention ") + variant + ": skipped: " + e.what());
           noted_tc = true;
           return {};
         }
@@ -364,7 +375,7 @@ void run_flash_attention(Context& ctx) {
           kernels::flash_attention_tensor_cores_tile(sh.n_heads, sh.n_kv_heads, sh.head_dim);
       const double blocks = std::ceil(sd / positions);
       const double kv_reads = sh.n_kv_heads * blocks * (blocks + 1) / 2 * positions * 2 * hd * 4;
-      ctx.add(make_row("flash_attention", "tensor-cores", "causal_gqa", sh, dims,
+      ctx.add(make_row("flash_attention", variant, "causal_gqa", sh, dims,
                        4.0 * (2 * sd * q_width) + kv_reads, flops, Peak::Bf16Tensor, t));
     }
   }
@@ -464,9 +475,10 @@ CLOCKWORK_BENCH_GROUP("softmax", "causal softmax of one head's s x s scores", ru
                       kOneKernel);
 CLOCKWORK_BENCH_GROUP("attention", "causal GQA attention over the prompt, all heads", run_attention,
                       kOneKernel);
-CLOCKWORK_BENCH_GROUP("flash_attention",
-                      "fused causal GQA attention over the prompt (online softmax, no s x s buffer)",
-                      run_flash_attention, {"kernel", "tensor-cores"});
+CLOCKWORK_BENCH_GROUP(
+    "flash_attention",
+    "fused causal GQA attention over the prompt (online softmax, no s x s buffer)",
+    run_flash_attention, {"kernel", "tensor-cores", "mma"});
 CLOCKWORK_BENCH_GROUP("swiglu", "SiLU(gate) * up over s x d_ff (memory-bound)", run_swiglu,
                       kOneKernel);
 CLOCKWORK_BENCH_GROUP("residual", "x += y over s x d (memory-bound)", run_residual, kOneKernel);

@@ -75,7 +75,7 @@ Tensors tensors(const Case& c, const Inputs& in) {
           to_tensor(in.v, {c.s, c.h_k * c.h_d})};
 }
 
-enum class Kernel { kFused, kMilestone3, kTensorCores };
+enum class Kernel { kFused, kMilestone3, kTensorCores, kMma };
 
 // Runs flash_attention (or milestone 3's attention with its [s, s] workspace, or the
 // tensor-core version) on the inputs; the output is shaped [s, h, h_d] for the report.
@@ -84,6 +84,7 @@ DeviceBuffer<float> run(const Case& c, const Inputs& in, Kernel kernel = Kernel:
       v("v", {c.s, c.h_k * c.h_d});
   DeviceBuffer<float> out(kernel == Kernel::kMilestone3    ? "milestone 3 attention output"
                           : kernel == Kernel::kTensorCores ? "tensor-core flash attention output"
+                          : kernel == Kernel::kMma         ? "mma.sync flash attention output"
                                                            : "flash attention output",
                           {c.s, c.h, c.h_d});
   q.upload(in.q);
@@ -96,6 +97,8 @@ DeviceBuffer<float> run(const Case& c, const Inputs& in, Kernel kernel = Kernel:
   } else if (kernel == Kernel::kTensorCores) {
     kernels::flash_attention_tensor_cores(q.data(), k.data(), v.data(), out.data(), c.s, c.h,
                                           c.h_k, c.h_d);
+  } else if (kernel == Kernel::kMma) {
+    kernels::flash_attention_mma(q.data(), k.data(), v.data(), out.data(), c.s, c.h, c.h_k, c.h_d);
   } else {
     kernels::flash_attention(q.data(), k.data(), v.data(), out.data(), c.s, c.h, c.h_k, c.h_d);
   }
@@ -270,63 +273,65 @@ Tolerance tensor_core_tolerance() {
           0x1p-5};
 }
 
-void check_tensor_cores(const Case& c, const Inputs& in) {
+void check_tensor_cores(Kernel kernel, const Case& c, const Inputs& in) {
   SCOPED_TRACE(describe(c));
   const Tensors t = tensors(c, in);
   const auto bf16 = [](const torch::Tensor& x) { return x.to(torch::kBFloat16).to(torch::kFloat); };
   const torch::Tensor q = bf16(t.q), k = bf16(t.k), v = bf16(t.v);
-  const DeviceBuffer<float> out = run(c, in, Kernel::kTensorCores);
+  const DeviceBuffer<float> out = run(c, in, kernel);
   EXPECT_TRUE(matches_reference(out, to_vector(ref::causal_gqa_attention(q, k, v, c.h, c.h_k)),
                                 tensor_core_tolerance(),
                                 explaining(attention_pitfalls(q, k, v, c.h, c.h_k), out),
                                 {"row", "head", "dim"}));
 }
 
-void check_tensor_cores(const Case& c) { check_tensor_cores(c, random_inputs(c)); }
+void check_tensor_cores(Kernel kernel, const Case& c) {
+  check_tensor_cores(kernel, c, random_inputs(c));
+}
+
+// The tests of both tensor-core kernels, flash_attention_tensor_cores() (wmma) and
+// flash_attention_mma() (mma.sync), which share their blocks, tiles and rounding.
 
 // A block holds 128 query rows (16·8/group positions of each of the group's heads) and walks
 // key tiles of 32, the next one fetched while it computes on the current one: lengths around
 // both.
-TEST(FlashAttentionTensorCores, TileBoundaries) {
-  check_tensor_cores({1, 2, 1, 16, "one token"});
-  check_tensor_cores({15, 4, 2, 16, "a warp's 16 rows minus one"});
-  check_tensor_cores({17, 4, 2, 16, "a warp's rows plus one"});
-  check_tensor_cores({31, 4, 2, 32, "a key tile minus one"});
-  check_tensor_cores({32, 4, 2, 32, "exactly one key tile"});
-  check_tensor_cores({33, 4, 2, 32, "a key tile plus one: a second tile of one key"});
-  check_tensor_cores({63, 4, 2, 32, "two key tiles minus one; group 2: a block of 64 positions"});
-  check_tensor_cores({64, 4, 2, 32, "exactly two key tiles and one block"});
-  check_tensor_cores({65, 4, 2, 32, "a block plus one: a second block of one row"});
-  check_tensor_cores({129, 2, 2, 16, "group 1: a block of 128 positions over five key tiles"});
-}
-
-TEST(FlashAttentionTensorCores, GqaRatios) {
-  check_tensor_cores({70, 2, 2, 32, "ratio 1: 128 positions per block"});
-  check_tensor_cores({70, 4, 2, 32, "ratio 2: 64 positions per block"});
-  check_tensor_cores({70, 6, 2, 32, "ratio 3: 32 positions of 3 heads, six warps"});
-  check_tensor_cores({70, 8, 2, 32, "ratio 4: 32 positions per block"});
-  check_tensor_cores({70, 8, 1, 32, "ratio 8: 16 positions of 8 heads"});
-}
-
-TEST(FlashAttentionTensorCores, HeadDimensions) {
-  for (int h_d : {48, 64, 80, 96, 112}) {
-    check_tensor_cores({40, 4, 2, h_d, "h_d a multiple of 16 below 128"});
+void tile_boundaries(Kernel kernel) {
+  for (const Case& c :
+       {Case{1, 2, 1, 16, "one token"}, Case{15, 4, 2, 16, "a warp's 16 rows minus one"},
+        Case{17, 4, 2, 16, "a warp's rows plus one"}, Case{31, 4, 2, 32, "a key tile minus one"},
+        Case{32, 4, 2, 32, "exactly one key tile"},
+        Case{33, 4, 2, 32, "a key tile plus one: a second tile of one key"},
+        Case{63, 4, 2, 32, "two key tiles minus one; group 2: a block of 64 positions"},
+        Case{64, 4, 2, 32, "exactly two key tiles and one block"},
+        Case{65, 4, 2, 32, "a block plus one: a second block of one row"},
+        Case{129, 2, 2, 16, "group 1: a block of 128 positions over five key tiles"}}) {
+    check_tensor_cores(kernel, c);
   }
 }
 
-// Llama-3-8B's heads: 86 KB of shared memory, past the 48 KB a block gets without opting in.
-TEST(FlashAttentionTensorCores, LlamaThreeEightBShapes) {
-  ASSERT_GT(kernels::flash_attention_tensor_cores_shared_bytes(32, 8, 128), 48u * 1024);
-  check_tensor_cores({80, 32, 8, 128, "h = 32, h_k = 8, h_d = 128"});
+void gqa_ratios(Kernel kernel) {
+  for (const Case& c : {Case{70, 2, 2, 32, "ratio 1: 128 positions per block"},
+                        Case{70, 4, 2, 32, "ratio 2: 64 positions per block"},
+                        Case{70, 6, 2, 32, "ratio 3: 32 positions of 3 heads, six warps"},
+                        Case{70, 8, 2, 32, "ratio 4: 32 positions per block"},
+                        Case{70, 8, 1, 32, "ratio 8: 16 positions of 8 heads"}}) {
+    check_tensor_cores(kernel, c);
+  }
+}
+
+void head_dimensions(Kernel kernel) {
+  for (int h_d : {48, 64, 80, 96, 112}) {
+    check_tensor_cores(kernel, {40, 4, 2, h_d, "h_d a multiple of 16 below 128"});
+  }
 }
 
 // Scores in the thousands, the largest ones late (see large_score_inputs; its Q and K are exact
-// in bf16 too): a row's maximum jumps by far more than the lazy threshold from key tile to key
-// tile, so the kernel must rescale its output accumulators, not only l.
-TEST(FlashAttentionTensorCores, ScoresInTheThousands) {
+// in bf16 too): a row's maximum jumps by far more than the wmma kernel's lazy threshold from key
+// tile to key tile, so a kernel must rescale its output accumulators, not only l.
+void scores_in_the_thousands(Kernel kernel) {
   for (const Case& c : {Case{150, 4, 2, 16, "ratio 2, five key tiles"},
                         Case{100, 8, 2, 32, "ratio 4, four key tiles"}}) {
-    check_tensor_cores(c, large_score_inputs(c));
+    check_tensor_cores(kernel, c, large_score_inputs(c));
   }
 }
 
@@ -334,30 +339,88 @@ TEST(FlashAttentionTensorCores, ScoresInTheThousands) {
 // bf16 and in every sum): each key tile raises a row's maximum by 16, past the lazy threshold,
 // and V carries a different value at every position, so weighting an earlier tile at its stale
 // scale changes the output by about its own size.
-TEST(FlashAttentionTensorCores, RescalesWhenTheMaximumGrows) {
+void rescales_when_the_maximum_grows(Kernel kernel) {
   const Case c{200, 2, 1, 16, "scores rise by 16 per key tile"};
   Inputs in = random_inputs(c);
   // Only dim 0 of each row: the score of key p is q·k/sqrt(16) = 8 · (p/4) / 4 = p/2.
   for (size_t i = 0; i < in.q.size(); ++i) in.q[i] = i % c.h_d == 0 ? 8.f : 0.f;
   for (size_t i = 0; i < in.k.size(); ++i) in.k[i] = i % c.h_d == 0 ? 0.25f * (i / c.h_d) : 0.f;
-  check_tensor_cores(c, in);
+  check_tensor_cores(kernel, c, in);
 }
 
-TEST(FlashAttentionTensorCores, RejectsBadArguments) {
+void rejects_bad_arguments(Kernel kernel) {
   DeviceBuffer<float> q("q", {2, 16 * 16}), k("k", {2, 256}), v("v", {2, 256}), o("o", {2, 16 * 16});
   auto call = [&](int h, int h_k, int h_d, float* out) {
-    kernels::flash_attention_tensor_cores(q.data(), k.data(), v.data(), out, 2, h, h_k, h_d);
+    if (kernel == Kernel::kMma) {
+      kernels::flash_attention_mma(q.data(), k.data(), v.data(), out, 2, h, h_k, h_d);
+    } else {
+      kernels::flash_attention_tensor_cores(q.data(), k.data(), v.data(), out, 2, h, h_k, h_d);
+    }
   };
   EXPECT_THROW(call(2, 1, 40, o.data()), std::invalid_argument);   // h_d not a multiple of 16
   EXPECT_THROW(call(1, 1, 256, o.data()), std::invalid_argument);  // h_d over 128
   EXPECT_THROW(call(16, 1, 16, o.data()), std::invalid_argument);  // 16 query heads per KV head
   EXPECT_THROW(call(3, 2, 16, o.data()), std::invalid_argument);   // h not a multiple of h_k
   EXPECT_THROW(call(2, 1, 16, q.data()), std::invalid_argument);   // the output aliases q
+}
+
+TEST(FlashAttentionTensorCores, TileBoundaries) {
+  tile_boundaries(Kernel::kTensorCores);
+}
+TEST(FlashAttentionTensorCores, GqaRatios) {
+  gqa_ratios(Kernel::kTensorCores);
+}
+TEST(FlashAttentionTensorCores, HeadDimensions) {
+  head_dimensions(Kernel::kTensorCores);
+}
+
+// Llama-3-8B's heads: 86 KB of shared memory, past the 48 KB a block gets without opting in.
+TEST(FlashAttentionTensorCores, LlamaThreeEightBShapes) {
+  ASSERT_GT(kernels::flash_attention_tensor_cores_shared_bytes(32, 8, 128), 48u * 1024);
+  check_tensor_cores(Kernel::kTensorCores, {80, 32, 8, 128, "h = 32, h_k = 8, h_d = 128"});
+}
+
+TEST(FlashAttentionTensorCores, ScoresInTheThousands) {
+  scores_in_the_thousands(Kernel::kTensorCores);
+}
+TEST(FlashAttentionTensorCores, RescalesWhenTheMaximumGrows) {
+  rescales_when_the_maximum_grows(Kernel::kTensorCores);
+}
+
+TEST(FlashAttentionTensorCores, RejectsBadArguments) {
+  rejects_bad_arguments(Kernel::kTensorCores);
   // The shapes it refuses have no tile; Llama-3-8B's has 128 / 4 positions per block.
   EXPECT_EQ(kernels::flash_attention_tensor_cores_tile(2, 1, 40), 0);
   EXPECT_EQ(kernels::flash_attention_tensor_cores_tile(1, 1, 256), 0);
   EXPECT_EQ(kernels::flash_attention_tensor_cores_tile(16, 1, 16), 0);
   EXPECT_EQ(kernels::flash_attention_tensor_cores_tile(32, 8, 128), 32);
+}
+
+TEST(FlashAttentionMma, TileBoundaries) {
+  tile_boundaries(Kernel::kMma);
+}
+TEST(FlashAttentionMma, GqaRatios) {
+  gqa_ratios(Kernel::kMma);
+}
+TEST(FlashAttentionMma, HeadDimensions) {
+  head_dimensions(Kernel::kMma);
+}
+
+// Llama-3-8B's heads: without a per-warp S and P, 34 KB of shared memory, within the 48 KB a
+// block gets without opting in.
+TEST(FlashAttentionMma, LlamaThreeEightBShapes) {
+  EXPECT_EQ(kernels::flash_attention_mma_shared_bytes(32, 8, 128), 128u * (128 + 8) * 2);
+  check_tensor_cores(Kernel::kMma, {80, 32, 8, 128, "h = 32, h_k = 8, h_d = 128"});
+}
+
+TEST(FlashAttentionMma, ScoresInTheThousands) {
+  scores_in_the_thousands(Kernel::kMma);
+}
+TEST(FlashAttentionMma, RescalesWhenTheMaximumGrows) {
+  rescales_when_the_maximum_grows(Kernel::kMma);
+}
+TEST(FlashAttentionMma, RejectsBadArguments) {
+  rejects_bad_arguments(Kernel::kMma);
 }
 
 // ---- the recognisers of the fused kernel's mistakes ---------------------------------------------
