@@ -57,7 +57,8 @@ void ldmatrix_exchange(const uint32_t* mine, unsigned n, bool trans, uint32_t* r
 void ptx_mma_m16n8k16_bf16(const PtxMmaOperands& mine, const char* what,
                            std::source_location where);
 
-typedef uint32_t __attribute__((may_alias)) PtxWord;
+// A row of ldmatrix: four words, read at once.
+typedef uint32_t PtxRow __attribute__((vector_size(16), may_alias));
 
 template <int N, bool Trans>
 CUDASIM_PTX_INLINE void ldmatrix(uint32_t (&r)[N], const void* row, std::source_location where) {
@@ -71,11 +72,10 @@ CUDASIM_PTX_INLINE void ldmatrix(uint32_t (&r)[N], const void* row, std::source_
   uint32_t mine[4] = {0, 0, 0, 0};
   if (lane_id() < 8u * N) {  // the other lanes' addresses are not used
     ldmatrix_check(row, what, where);
-    const PtxWord* w = static_cast<const PtxWord*>(row);
-    mine[0] = w[0];
-    mine[1] = w[1];
-    mine[2] = w[2];
-    mine[3] = w[3];
+    // One 16-byte read per row, as the GPU reads it: counting mode (CUDASIM_PROFILE) sees a
+    // quarter warp's 8 rows as one phase, so bank conflicts between them show.
+    const PtxRow x = *static_cast<const PtxRow*>(row);
+    for (int i = 0; i < 4; ++i) mine[i] = x[i];
   }
   ldmatrix_exchange(mine, N, Trans, r, what, where);
 }
