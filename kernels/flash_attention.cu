@@ -46,7 +46,9 @@
 ///
 /// The end of the file holds the same attention on tensor cores, flash_attention_tensor_cores():
 /// bf16 operands and fp32 sums through nvcuda::wmma, with the differences its fragments impose
-/// (16 rows per warp, rows through shared memory, a lazily moved maximum) explained there.
+/// (16 rows per warp, rows through shared memory, a lazily moved maximum) explained there; then
+/// flash_attention_mma(), the same on mma.sync, whose documented register layout keeps the
+/// scores, their softmax and the probabilities in registers.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -686,8 +688,8 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1)
 // among the four lanes that hold it; the output accumulators are rescaled in registers at every
 // tile (the maximum moves exactly, not lazily); and the probabilities, rounded to bf16 in pairs,
 // are already in the order of the A operand of P·V. Nothing but Q, K and V goes through shared
-// memory: no per-warp S and P, a third less shared memory, and no warp-wide stores and loads of
-// them between the two products.
+// memory: no per-warp S and P (34 KB per block for Llama-3-8B instead of 86 KB), and no stores and
+// loads of them between the two products.
 template <int D>
 __global__ void __launch_bounds__(kTcWarps * 32, 1)
     flash_attention_mma_kernel(const float* q, const float* k, const float* v, float* out, int s,
