@@ -309,9 +309,15 @@ void run_attention(Context& ctx) {
 // tensor cores (wmma, and mma.sync as FlashAttention-2 issues them), the form FlashAttention's
 // published figures are measured in.
 void run_flash_attention(Context& ctx) {
-  const bool fp32 = ctx.options().wants("kernel"),
-             tensor_cores = ctx.options().wants("tensor-cores"), mma = ctx.options().wants("mma");
-  if (!fp32 && !tensor_cores && !mma) return;
+  // The two tensor-core kernels, wmma ("tensor-cores") and mma.sync ("mma"): same blocks, same
+  // FLOPs and bytes.
+  using TensorCoreKernel =
+      void (*)(const float*, const float*, const float*, float*, int, int, int, int, cudaStream_t);
+  const std::pair<const char*, TensorCoreKernel> tensor_core_variants[] = {
+      {"tensor-cores", kernels::flash_attention_tensor_cores},
+      {"mma", kernels::flash_attention_mma}};
+  const bool fp32 = ctx.options().wants("kernel");
+  if (!fp32 && !ctx.options().wants("tensor-cores") && !ctx.options().wants("mma")) return;
   bool noted = false, noted_tc = false;
   for (const Shape& sh : ctx.options().shapes) {
     if (skip_single_row(ctx, sh, "flash_attention", noted)) continue;
@@ -343,15 +349,8 @@ void run_flash_attention(Context& ctx) {
       ctx.add(make_row("flash_attention", "kernel", "causal_gqa", sh, dims, bytes, flops,
                        Peak::Fp32, t));
     }
-    // The two tensor-core kernels, wmma ("tensor-cores") and mma.sync ("mma"): same blocks, same
-    // FLOPs and bytes.
-    using TensorCoreKernel = void (*)(const float*, const float*, const float*, float*, int, int,
-                                      int, int, cudaStream_t);
-    const std::pair<const char*, TensorCoreKernel> variants[] = {
-        {"tensor-cores", tensor_cores ? kernels::flash_attention_tensor_cores : nullptr},
-        {"mma", mma ? kernels::flash_attention_mma : nullptr}};
-    for (const auto& [variant, kernel] : variants) {
-      if (kernel == nullptr) continue;
+    for (const auto& [variant, kernel] : tensor_core_variants) {
+      if (!ctx.options().wants(variant)) continue;
       const Timing t = [&]() -> Timing {
         try {
           return ctx.time([&] {

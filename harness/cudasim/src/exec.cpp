@@ -443,14 +443,14 @@ bool same_site(const Lane& a, const Lane& b) {
 }
 
 // The warp matrix operations: wmma's functions, ldmatrix and mma.sync (cudasim/ptx_mma.h).
-bool is_wmma(const Lane& l) {
+bool is_warp_matrix_op(const Lane& l) {
   return std::strncmp(l.what, "wmma::", 6) == 0 || std::strncmp(l.what, "ldmatrix", 8) == 0 ||
          std::strncmp(l.what, "mma.sync", 8) == 0;
 }
 
 [[noreturn]] void report_exited_lane(Worker& w, const Lane& l, unsigned base, unsigned gone) {
   std::ostringstream m;
-  if (is_wmma(l)) {
+  if (is_warp_matrix_op(l)) {
     m << kernel_str(w) << ", warp " << base / 32 << ": " << site_str(l) << " is reached by "
       << thread_str(l) << ", but lane " << gone << " (" << thread_str(w.lanes[base + gone])
       << ") has already exited.\n  Warp "
@@ -574,7 +574,7 @@ unsigned release_warp(Worker& w, unsigned wi, unsigned n, bool end_of_pass) {
       fatal(kernel_str(w) + ", warp " + std::to_string(base / 32) +
             ": lanes of one warp meet at different warp-synchronous calls:\n  " + thread_str(a) +
             " is at " + site_str(a) + "\n  " + thread_str(b) + " is at " + site_str(b) +
-            (is_wmma(a) || is_wmma(b)
+            (is_warp_matrix_op(a) || is_warp_matrix_op(b)
                  ? "\n  Warp matrix operations (wmma's load, store and mma, ldmatrix, mma.sync) "
                    "are warp-collective: every lane of the warp must "
                    "make the same call, at the same line."
@@ -1071,10 +1071,10 @@ void pipeline_taken(size_t i, AsyncCopy* copy) {
 // ---- ldmatrix and mma.sync with PTX's register layouts (cudasim/ptx_mma.h) ----------------------
 
 namespace {
-// The 16-bit element `h` (0 .. 7) of a row of four words: the lower-numbered element of a word is
-// its low half.
-uint32_t half_of(const uint32_t* row, unsigned h) {
-  return (row[h / 2] >> (16 * (h % 2))) & 0xffffu;
+// Half h of a 32-bit register holding two 16-bit elements: the lower-numbered element is half 0,
+// the low 16 bits.
+uint32_t half_of(uint32_t word, unsigned h) {
+  return (word >> (16 * h)) & 0xffffu;
 }
 
 float bf16_bits_to_float(uint32_t bits) {
@@ -1114,7 +1114,8 @@ void ldmatrix_exchange(const uint32_t* mine, unsigned n, bool trans, uint32_t* r
     const auto row = [&](unsigned i) { return static_cast<const uint32_t*>(deposits[8 * j + i]); };
     // Without .trans lane (g, q) holds elements 2q, 2q + 1 of row g; with it, element g of rows
     // 2q and 2q + 1.
-    r[j] = trans ? half_of(row(2 * q), g) | half_of(row(2 * q + 1), g) << 16 : row(g)[q];
+    r[j] = trans ? half_of(row(2 * q)[g / 2], g % 2) | half_of(row(2 * q + 1)[g / 2], g % 2) << 16
+                 : row(g)[q];
   }
   // No lane may reuse its row buffer before every lane has read it.
   warp_deposits_read(what, where);
@@ -1132,11 +1133,11 @@ void ptx_mma_m16n8k16_bf16(const PtxMmaOperands& mine, const char* what,
   // B[k][col] in lane 4·col + (k % 8) / 2, register k / 8, half k % 2 (PTX's layouts).
   const auto a_at = [&](unsigned row, unsigned k) {
     const uint32_t reg = ops(4 * (row % 8) + (k % 8) / 2)->a[row / 8 + 2 * (k / 8)];
-    return bf16_bits_to_float((reg >> (16 * (k % 2))) & 0xffffu);
+    return bf16_bits_to_float(half_of(reg, k % 2));
   };
   const auto b_at = [&](unsigned k, unsigned col) {
     const uint32_t reg = ops(4 * col + (k % 8) / 2)->b[k / 8];
-    return bf16_bits_to_float((reg >> (16 * (k % 2))) & 0xffffu);
+    return bf16_bits_to_float(half_of(reg, k % 2));
   };
   const unsigned g = lane / 4, q = lane % 4;
   float d[4];
