@@ -302,16 +302,13 @@ std::string base_function_name(const std::string& name) {
   return cut == std::string::npos ? s : s.substr(cut + 1);
 }
 
-const char* function_name(const void* fn) {
+const char* function_name(const void* fn, const char* fallback) {
   static auto* names = new std::map<const void*, std::string>;
   static std::mutex m;
   std::lock_guard lk(m);
   auto it = names->find(fn);
-  if (it == names->end()) {
-    std::string n = base_function_name(function_symbol(fn));
-    it = names->emplace(fn, n.empty() ? "kernel" : n).first;
-  }
-  return it->second.c_str();
+  if (it == names->end()) it = names->emplace(fn, base_function_name(function_symbol(fn))).first;
+  return it->second.empty() ? fallback : it->second.c_str();
 }
 
 }  // namespace cudasim::detail

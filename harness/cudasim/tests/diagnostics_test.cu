@@ -73,6 +73,15 @@ TEST_F(Diagnostics, DivergentSyncthreadsNamesBothLines) {
       "thread \\(0,0,0\\) waits at .*diagnostics_test.cu:13.*thread \\(16,0,0\\) waits at .*diagnostics_test.cu:16");
 }
 
+TEST_F(Diagnostics, ALaunchThroughAFunctionPointerNamesTheKernel) {
+  auto run = [&] {
+    void (*const kernel)(float*) = divergent_barrier;
+    kernel<<<1, 32>>>(buf);
+  };
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(kExit),
+              "kernel 'divergent_barrier'.*divergent __syncthreads");
+}
+
 TEST_F(Diagnostics, BarrierAgainstShuffleIsADeadlock) {
   auto run = [&] { barrier_vs_shuffle<<<1, 32>>>(buf); };
   EXPECT_EXIT(run(), ::testing::ExitedWithCode(kExit),

@@ -44,6 +44,13 @@ __global__ void reverse_in_dynamic_smem(const float* in, float* out, int n) {
   out[threadIdx.x] = ns_dynamic[n - 1 - threadIdx.x];
 }
 
+__global__ void rotate_in_dynamic_smem(const float* in, float* out, int n) {
+  extern __shared__ float staged[];
+  staged[threadIdx.x] = in[threadIdx.x];
+  __syncthreads();
+  out[threadIdx.x] = staged[(threadIdx.x + 1) % n];
+}
+
 __global__ void aligned_dynamic(unsigned long long* addr_mod, float* out) {
   extern __shared__ __align__(16) unsigned char raw[];
   float4* v = reinterpret_cast<float4*>(raw);
@@ -224,6 +231,39 @@ TEST(Launch, DynamicSharedMemoryAbove48KBNeedsOptIn) {
   CHECK(cudaMalloc(&mod, sizeof *mod));
   aligned_dynamic<<<1, 1, big>>>(mod, dout);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue) << "64 KB for a kernel whose limit was not raised";
+  cudaFree(mod);
+  cudaFree(din);
+  cudaFree(dout);
+}
+
+// A launch through a function pointer is a launch of the function it points to: the opt-in set
+// for that function by name holds for it, and an opt-in set for another kernel does not.
+TEST(Launch, ThroughAFunctionPointerTheKernelsOwnOptInHolds) {
+  const int n = 64;
+  std::vector<float> in(n);
+  for (int i = 0; i < n; ++i) in[i] = 0.5f * static_cast<float>(i) + 1.f;
+  float *din, *dout;
+  CHECK(cudaMalloc(&din, n * sizeof(float)));
+  CHECK(cudaMalloc(&dout, n * sizeof(float)));
+  CHECK(cudaMemcpy(din, in.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  const size_t big = 64 * 1024;
+  void (*kernel)(const float*, float*, int) = rotate_in_dynamic_smem;
+  kernel<<<1, n, big>>>(din, dout, n);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue)
+      << "64 KB before rotate_in_dynamic_smem opted in";
+  CHECK(cudaFuncSetAttribute(rotate_in_dynamic_smem, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(big)));
+  CHECK(cudaMemset(dout, 0xff, n * sizeof(float)));  // NaN until written
+  kernel<<<1, n, big>>>(din, dout, n);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "the pointer's kernel opted in to 64 KB";
+  std::vector<float> out(n);
+  CHECK(cudaMemcpy(out.data(), dout, n * sizeof(float), cudaMemcpyDeviceToHost));
+  for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], in[(i + 1) % n]) << "element " << i;
+  unsigned long long* mod;
+  CHECK(cudaMalloc(&mod, sizeof *mod));
+  void (*other)(unsigned long long*, float*) = aligned_dynamic;
+  other<<<1, 1, big>>>(mod, dout);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue) << "aligned_dynamic never opted in";
   cudaFree(mod);
   cudaFree(din);
   cudaFree(dout);

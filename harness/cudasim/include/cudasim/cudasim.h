@@ -167,8 +167,9 @@ struct LaunchRange {
 /// Runs `body(ctx)` once per thread of every block; sets the last error instead on a bad config.
 void launch(const LaunchConfig& cfg, const char* kernel, const char* file, unsigned line, void* ctx,
             void (*body)(void*), const LaunchRange* ranges, size_t n_ranges);
-/// The name of the function at `fn` (for launches through a function pointer), or "kernel".
-const char* function_name(const void* fn);
+/// The name of the function at `fn` (for launches through a function pointer), or `fallback`
+/// when no function starts there.
+const char* function_name(const void* fn, const char* fallback = "kernel");
 }  // namespace detail
 
 namespace detail {
@@ -234,10 +235,32 @@ struct Launcher {
   }
 };
 
+namespace detail {
+/// The name a launch goes by. The rewrite passes the source text of the kernel expression, which
+/// names the kernel unless the expression is a function pointer (`kernel<<<...>>>` with
+/// `auto kernel = half ? f<16> : f<32>`). Then the call lambda captures that pointer and nothing
+/// else, and the function it points to names the launch: messages, profiles and the opt-in to
+/// more dynamic shared memory (cudaFuncSetAttribute) all go by the function, as on a GPU.
+template <class Call>
+const char* launch_name(const char* text, const Call& call) {
+  using Fn = void (*)();
+  if constexpr (!std::is_empty_v<Call> && sizeof(Call) == sizeof(Fn) &&
+                std::is_trivially_copyable_v<Call>) {
+    Fn fn;
+    std::memcpy(&fn, &call, sizeof fn);
+    return function_name(reinterpret_cast<const void*>(fn),
+                         text);  // another capture: no function there
+  } else {
+    return text;
+  }
+}
+}  // namespace detail
+
 template <class Call>
 Launcher<Call> launcher(const LaunchConfig& cfg, const char* kernel, Call call,
                         std::source_location where = std::source_location::current()) {
-  return {cfg, kernel, std::move(call), where};
+  const char* name = detail::launch_name(kernel, call);
+  return {cfg, name, std::move(call), where};
 }
 
 // ---- shared memory -----------------------------------------------------------------------------
