@@ -252,6 +252,10 @@ TEST(FlashAttention, RejectsBadArguments) {
                std::invalid_argument);  // the output aliases q
   EXPECT_THROW(kernels::flash_attention(q.data(), k.data(), v.data(), o.data(), -1, 3, 1, 4),
                std::invalid_argument);
+  // More query tiles than a grid's y holds (65535 of 16); refused before anything is read.
+  EXPECT_THROW(
+      kernels::flash_attention(q.data(), k.data(), v.data(), o.data(), 65535 * 16 + 1, 3, 1, 4),
+      std::invalid_argument);
   // A group too large for one block's shared memory is refused, not launched.
   EXPECT_THROW(kernels::flash_attention(q.data(), k.data(), v.data(), o.data(), 2, 64, 1, 256),
                std::invalid_argument);
@@ -350,11 +354,11 @@ void rescales_when_the_maximum_grows(Kernel kernel) {
 
 void rejects_bad_arguments(Kernel kernel) {
   DeviceBuffer<float> q("q", {2, 16 * 16}), k("k", {2, 256}), v("v", {2, 256}), o("o", {2, 16 * 16});
-  auto call = [&](int h, int h_k, int h_d, float* out) {
+  auto call = [&](int h, int h_k, int h_d, float* out, int s = 2) {
     if (kernel == Kernel::kMma) {
-      kernels::flash_attention_mma(q.data(), k.data(), v.data(), out, 2, h, h_k, h_d);
+      kernels::flash_attention_mma(q.data(), k.data(), v.data(), out, s, h, h_k, h_d);
     } else {
-      kernels::flash_attention_tensor_cores(q.data(), k.data(), v.data(), out, 2, h, h_k, h_d);
+      kernels::flash_attention_tensor_cores(q.data(), k.data(), v.data(), out, s, h, h_k, h_d);
     }
   };
   EXPECT_THROW(call(2, 1, 40, o.data()), std::invalid_argument);   // h_d not a multiple of 16
@@ -362,6 +366,8 @@ void rejects_bad_arguments(Kernel kernel) {
   EXPECT_THROW(call(16, 1, 16, o.data()), std::invalid_argument);  // 16 query heads per KV head
   EXPECT_THROW(call(3, 2, 16, o.data()), std::invalid_argument);   // h not a multiple of h_k
   EXPECT_THROW(call(2, 1, 16, q.data()), std::invalid_argument);   // the output aliases q
+  // More query tiles than a grid's y holds (65535 of 16); refused before anything is read.
+  EXPECT_THROW(call(2, 1, 16, o.data(), 65535 * 16 + 1), std::invalid_argument);
 }
 
 TEST(FlashAttentionTensorCores, TileBoundaries) {
