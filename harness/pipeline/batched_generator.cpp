@@ -20,6 +20,7 @@
 #include "harness/check/cuda_check.h"
 #include "harness/profiling/nvtx.h"
 #include "kernels/kernels.h"
+#include "harness/pipeline/layer_buffers.h"
 #include "kernels/steps.h"
 
 namespace clockwork {
@@ -109,6 +110,12 @@ struct BatchedGenerator::Impl {
   T* allocate(std::vector<void*>& memory, size_t count, const std::string& what) {
     return allocate_device<T>(memory, count, "BatchedGenerator", what);
   }
+  // allocate<float> into `memory`, for allocate_layer_buffers().
+  auto float_allocator(std::vector<void*>& memory) {
+    return [this, &memory](size_t count, const std::string& what) {
+      return allocate<float>(memory, count, what);
+    };
+  }
 
   int context() const { return static_cast<int>(config.max_position_embeddings); }
   int vocab() const { return static_cast<int>(config.vocab_size); }
@@ -134,9 +141,8 @@ struct BatchedGenerator::Impl {
                                     : max_split_kv_chunks(o.max_batch, h_k, target_blocks);
 
     const size_t B = static_cast<size_t>(o.max_batch);
-    const size_t d = static_cast<size_t>(c.hidden_size), ff = static_cast<size_t>(c.intermediate_size);
+    const size_t d = static_cast<size_t>(c.hidden_size);
     const size_t qw = static_cast<size_t>(c.num_heads * c.head_dim);
-    const size_t kw = static_cast<size_t>(c.num_kv_heads * c.head_dim);
     const size_t half = static_cast<size_t>(c.head_dim / 2);
     auto& m = fixed_memory;
     rope_cos = allocate<float>(m, static_cast<size_t>(context()) * half, "RoPE cos table");
@@ -156,18 +162,7 @@ struct BatchedGenerator::Impl {
     cos_b = allocate<float>(m, B * half, "batch RoPE cos");
     sin_b = allocate<float>(m, B * half, "batch RoPE sin");
     x = allocate<float>(m, B * d, "batch residual stream");
-    LayerBuffers& b = step_buffers;
-    b.attn_norm = allocate<float>(m, B * d, "batch attn_norm");
-    b.q = allocate<float>(m, B * qw, "batch q");
-    b.k = allocate<float>(m, B * kw, "batch k");
-    b.v = allocate<float>(m, B * kw, "batch v");
-    b.attn = allocate<float>(m, B * qw, "batch attn");
-    b.attn_out = allocate<float>(m, B * d, "batch attn_out");
-    b.ffn_norm = allocate<float>(m, B * d, "batch ffn_norm");
-    b.gate = allocate<float>(m, B * ff, "batch gate");
-    b.up = allocate<float>(m, B * ff, "batch up");
-    b.ffn_hidden = allocate<float>(m, B * ff, "batch ffn_hidden");
-    b.ffn_out = allocate<float>(m, B * d, "batch ffn_out");
+    allocate_layer_buffers(step_buffers, c, B, false, "batch ", float_allocator(m));
     partial_o = allocate<float>(m, chunks * qw, "split partial outputs");
     partial_lse = allocate<float>(m, chunks * static_cast<size_t>(c.num_heads), "split LSEs");
     x_norm = allocate<float>(m, B * d, "batch final norm");
@@ -197,25 +192,12 @@ struct BatchedGenerator::Impl {
     free_device_memory(prefill_memory);
     capacity = 0;
     const size_t n = static_cast<size_t>(cap);
-    const size_t d = static_cast<size_t>(c.hidden_size), ff = static_cast<size_t>(c.intermediate_size);
-    const size_t qw = static_cast<size_t>(c.num_heads * c.head_dim);
-    const size_t kw = static_cast<size_t>(c.num_kv_heads * c.head_dim);
     auto& m = prefill_memory;
     prefill_ids = allocate<int32_t>(m, n, "prompt ids");
-    prefill_x = allocate<float>(m, n * d, "prompt residual stream");
-    LayerBuffers& b = prefill_buffers;
-    b.attn_norm = allocate<float>(m, n * d, "prompt attn_norm");
-    b.q = allocate<float>(m, n * qw, "prompt q");
-    b.k = allocate<float>(m, n * kw, "prompt k");
-    b.v = allocate<float>(m, n * kw, "prompt v");
-    b.scores = options.fused_attention ? nullptr : allocate<float>(m, n * n, "prompt scores");
-    b.attn = allocate<float>(m, n * qw, "prompt attn");
-    b.attn_out = allocate<float>(m, n * d, "prompt attn_out");
-    b.ffn_norm = allocate<float>(m, n * d, "prompt ffn_norm");
-    b.gate = allocate<float>(m, n * ff, "prompt gate");
-    b.up = allocate<float>(m, n * ff, "prompt up");
-    b.ffn_hidden = allocate<float>(m, n * ff, "prompt ffn_hidden");
-    b.ffn_out = allocate<float>(m, n * d, "prompt ffn_out");
+    prefill_x =
+        allocate<float>(m, n * static_cast<size_t>(c.hidden_size), "prompt residual stream");
+    allocate_layer_buffers(prefill_buffers, c, n, !options.fused_attention, "prompt ",
+                           float_allocator(m));
     capacity = cap;
   }
 

@@ -30,6 +30,7 @@
 #include "harness/model/safetensors.h"
 #include "kernels/steps.h"
 #include "harness/model/weights.h"
+#include "harness/pipeline/layer_buffers.h"
 
 namespace clockwork {
 
@@ -110,6 +111,12 @@ struct CachedModel::Impl {
   static T* allocate(std::vector<void*>& memory, size_t count, const std::string& what) {
     return allocate_device<T>(memory, count, "CachedModel", what);
   }
+  // allocate<float> into `memory`, for allocate_layer_buffers().
+  static auto float_allocator(std::vector<void*>& memory) {
+    return [&memory](size_t count, const std::string& what) {
+      return allocate<float>(memory, count, what);
+    };
+  }
 
   int context() const { return static_cast<int>(config.max_position_embeddings); }
 
@@ -159,27 +166,14 @@ struct CachedModel::Impl {
 
   void allocate_fixed() {
     const ModelConfig& c = config;
-    const size_t d = static_cast<size_t>(c.hidden_size), ff = static_cast<size_t>(c.intermediate_size);
-    const size_t q_width = static_cast<size_t>(c.num_heads * c.head_dim);
-    const size_t kv_width = static_cast<size_t>(c.num_kv_heads * c.head_dim);
-    const size_t half = static_cast<size_t>(c.head_dim / 2);
+    const size_t d = static_cast<size_t>(c.hidden_size), half = static_cast<size_t>(c.head_dim / 2);
     const size_t n = static_cast<size_t>(context());
     auto& m = fixed_memory;
     rope_cos = allocate<float>(m, n * half, "RoPE cos table");
     rope_sin = allocate<float>(m, n * half, "RoPE sin table");
     token = allocate<int32_t>(m, 1, "the decode step's token");
     x1 = allocate<float>(m, d, "the decode step's residual stream");
-    step.attn_norm = allocate<float>(m, d, "decode attn_norm");
-    step.q = allocate<float>(m, q_width, "decode q");
-    step.k = allocate<float>(m, kv_width, "decode k");
-    step.v = allocate<float>(m, kv_width, "decode v");
-    step.attn = allocate<float>(m, q_width, "decode attn");
-    step.attn_out = allocate<float>(m, d, "decode attn_out");
-    step.ffn_norm = allocate<float>(m, d, "decode ffn_norm");
-    step.gate = allocate<float>(m, ff, "decode gate");
-    step.up = allocate<float>(m, ff, "decode up");
-    step.ffn_hidden = allocate<float>(m, ff, "decode ffn_hidden");
-    step.ffn_out = allocate<float>(m, d, "decode ffn_out");
+    allocate_layer_buffers(step, c, 1, false, "decode ", float_allocator(m));
     x_last_norm = allocate<float>(m, d, "the last row's final norm");
     logits = allocate<float>(m, static_cast<size_t>(c.vocab_size), "logits");
   }
@@ -213,26 +207,11 @@ struct CachedModel::Impl {
     free_all(activation_memory);
     capacity = 0;
     const size_t n = static_cast<size_t>(cap);
-    const size_t d = static_cast<size_t>(c.hidden_size), ff = static_cast<size_t>(c.intermediate_size);
-    const size_t q_width = static_cast<size_t>(c.num_heads * c.head_dim);
-    const size_t kv_width = static_cast<size_t>(c.num_kv_heads * c.head_dim);
     auto& m = activation_memory;
     ids = allocate<int32_t>(m, n, "token ids");
-    x = allocate<float>(m, n * d, "the residual stream");
-    buffers.attn_norm = allocate<float>(m, n * d, "attn_norm");
-    buffers.q = allocate<float>(m, n * q_width, "q");
-    buffers.k = allocate<float>(m, n * kv_width, "k");
-    buffers.v = allocate<float>(m, n * kv_width, "v");
+    x = allocate<float>(m, n * static_cast<size_t>(c.hidden_size), "the residual stream");
     // The fused attention needs no [s, s] workspace (decoder_layer then runs flash_attention).
-    buffers.scores =
-        options.fused_attention ? nullptr : allocate<float>(m, n * n, "attention scores");
-    buffers.attn = allocate<float>(m, n * q_width, "attn");
-    buffers.attn_out = allocate<float>(m, n * d, "attn_out");
-    buffers.ffn_norm = allocate<float>(m, n * d, "ffn_norm");
-    buffers.gate = allocate<float>(m, n * ff, "gate");
-    buffers.up = allocate<float>(m, n * ff, "up");
-    buffers.ffn_hidden = allocate<float>(m, n * ff, "ffn_hidden");
-    buffers.ffn_out = allocate<float>(m, n * d, "ffn_out");
+    allocate_layer_buffers(buffers, c, n, !options.fused_attention, "", float_allocator(m));
     capacity = cap;
   }
 

@@ -12,6 +12,7 @@
 #include "harness/model/config_check.h"
 #include "harness/model/safetensors.h"
 #include "harness/pipeline/kv_cache.h"
+#include "harness/pipeline/layer_buffers.h"
 #include "harness/profiling/nvtx.h"
 #include "kernels/kernels.h"
 #include "kernels/steps.h"
@@ -118,24 +119,13 @@ struct GemmaModel::Impl {
                              std::max({s, 2 * capacity, 16}));
     free_device_memory(activation_memory);
     capacity = 0;
-    const size_t n = static_cast<size_t>(cap), d = static_cast<size_t>(c.hidden_size),
-                 ff = static_cast<size_t>(c.intermediate_size),
-                 qw = static_cast<size_t>(c.num_heads * c.head_dim),
-                 kvw = static_cast<size_t>(c.num_kv_heads * c.head_dim);
+    const size_t n = static_cast<size_t>(cap), d = static_cast<size_t>(c.hidden_size);
     ids = activation<int32_t>(n, "token ids");
     x = activation<float>(n * d, "the residual stream");
-    buffers.attn_norm = activation<float>(n * d, "attn_norm");
-    buffers.q = activation<float>(n * qw, "q");
-    buffers.k = activation<float>(n * kvw, "k");
-    buffers.v = activation<float>(n * kvw, "v");
-    buffers.scores = nullptr;  // the sliding-window attention needs no [s, s] workspace
-    buffers.attn = activation<float>(n * qw, "attn");
-    buffers.attn_out = activation<float>(n * d, "attn_out");
-    buffers.ffn_norm = activation<float>(n * d, "ffn_norm");
-    buffers.gate = activation<float>(n * ff, "gate");
-    buffers.up = activation<float>(n * ff, "up");
-    buffers.ffn_hidden = activation<float>(n * ff, "ffn_hidden");
-    buffers.ffn_out = activation<float>(n * d, "ffn_out");
+    // The sliding-window attention needs no [s, s] workspace.
+    allocate_layer_buffers(buffers, c, n, false, "", [&](size_t count, const std::string& what) {
+      return activation<float>(count, what);
+    });
     x_last_norm = activation<float>(d, "the last row's final norm");
     logits = activation<float>(static_cast<size_t>(c.vocab_size), "logits");
     capacity = cap;
@@ -305,24 +295,11 @@ void GemmaModel::enable_cache(int max_positions) {
   }
   if (!m.x1) {
     const size_t d = static_cast<size_t>(c.hidden_size);
-    const size_t ff = static_cast<size_t>(c.intermediate_size);
-    const size_t qw = static_cast<size_t>(c.num_heads * c.head_dim);
-    const size_t kvw = static_cast<size_t>(h_k * h_d);
-    auto one = [&](size_t n, const char* what) {
+    auto one = [&](size_t n, const std::string& what) {
       return allocate_device<float>(m.step_memory, n, "GemmaModel", what);
     };
     m.x1 = one(d, "the decode step's residual stream");
-    m.step.attn_norm = one(d, "decode attn_norm");
-    m.step.q = one(qw, "decode q");
-    m.step.k = one(kvw, "decode k");
-    m.step.v = one(kvw, "decode v");
-    m.step.attn = one(qw, "decode attn");
-    m.step.attn_out = one(d, "decode attn_out");
-    m.step.ffn_norm = one(d, "decode ffn_norm");
-    m.step.gate = one(ff, "decode gate");
-    m.step.up = one(ff, "decode up");
-    m.step.ffn_hidden = one(ff, "decode ffn_hidden");
-    m.step.ffn_out = one(d, "decode ffn_out");
+    allocate_layer_buffers(m.step, c, 1, false, "decode ", one);
   }
 }
 

@@ -27,6 +27,7 @@
 #include "harness/model/safetensors.h"
 #include "kernels/steps.h"
 #include "harness/model/weights.h"
+#include "harness/pipeline/layer_buffers.h"
 
 namespace clockwork {
 
@@ -120,29 +121,17 @@ struct Model::Impl {
     const int cap = std::min(max_tokens, std::max({s, 2 * capacity, 16}));
     free_activations();
     const size_t n = static_cast<size_t>(cap);
-    const size_t d = static_cast<size_t>(c.hidden_size),
-                 ff = static_cast<size_t>(c.intermediate_size);
-    const size_t q_width = static_cast<size_t>(c.num_heads * c.head_dim);
-    const size_t kv_width = static_cast<size_t>(c.num_kv_heads * c.head_dim);
+    const size_t d = static_cast<size_t>(c.hidden_size);
     const size_t half = static_cast<size_t>(c.head_dim / 2);
     ids = activation<int32_t>(n, "token ids");
     positions = activation<int32_t>(n, "positions");
     rope_cos = activation<float>(n * half, "RoPE cos table");
     rope_sin = activation<float>(n * half, "RoPE sin table");
     x = activation<float>(n * d, "the residual stream");
-    buffers.attn_norm = activation<float>(n * d, "attn_norm");
-    buffers.q = activation<float>(n * q_width, "q");
-    buffers.k = activation<float>(n * kv_width, "k");
-    buffers.v = activation<float>(n * kv_width, "v");
     // The fused attention needs no [s, s] workspace: the memory of a forward pass is O(s).
-    buffers.scores = fused_attention ? nullptr : activation<float>(n * n, "attention scores");
-    buffers.attn = activation<float>(n * q_width, "attn");
-    buffers.attn_out = activation<float>(n * d, "attn_out");
-    buffers.ffn_norm = activation<float>(n * d, "ffn_norm");
-    buffers.gate = activation<float>(n * ff, "gate");
-    buffers.up = activation<float>(n * ff, "up");
-    buffers.ffn_hidden = activation<float>(n * ff, "ffn_hidden");
-    buffers.ffn_out = activation<float>(n * d, "ffn_out");
+    allocate_layer_buffers(
+        buffers, c, n, !fused_attention, "",
+        [&](size_t count, const std::string& what) { return activation<float>(count, what); });
     x_last_norm = activation<float>(d, "the last row's final norm");
     logits = activation<float>(static_cast<size_t>(c.vocab_size), "logits");
     next = activation<int32_t>(1, "the next token");
