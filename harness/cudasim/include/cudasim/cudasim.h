@@ -248,8 +248,8 @@ const char* launch_name(const char* text, const Call& call) {
                 std::is_trivially_copyable_v<Call>) {
     Fn fn;
     std::memcpy(&fn, &call, sizeof fn);
-    return function_name(reinterpret_cast<const void*>(fn),
-                         text);  // another capture: no function there
+    // Any other capture of that size (a `this`, an index) points at no function: the text stays.
+    return function_name(reinterpret_cast<const void*>(fn), text);
   } else {
     return text;
   }
