@@ -294,14 +294,11 @@ void set_order(const char* order) {
 
 }  // namespace
 
-class Checker : public ::testing::Test {
+class Checker : public cudasim_tests::CpuBackendDiagnostics {
  protected:
   void SetUp() override {
-#ifndef __CUDASIM__
-    GTEST_SKIP() << "CPU-backend diagnostics: these kernels are undefined or hang on a GPU";
-#endif
-    // Death tests re-run this program for the statement alone: no inherited block-running threads.
-    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    CpuBackendDiagnostics::SetUp();
+    if (IsSkipped()) return;
     order_ = std::getenv("CUDASIM_ORDER") ? std::getenv("CUDASIM_ORDER") : "";
   }
   void TearDown() override {

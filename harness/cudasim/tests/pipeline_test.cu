@@ -179,14 +179,11 @@ TEST(Pipeline, SizesZeroFillAndCopiesNotCommitted) {
   cudaFree(d_out);
 }
 
-class PipelineDiagnostics : public ::testing::Test {
+class PipelineDiagnostics : public cudasim_tests::CpuBackendDiagnostics {
  protected:
   void SetUp() override {
-#ifndef __CUDASIM__
-    GTEST_SKIP() << "CPU-backend diagnostics: these kernels are undefined on a GPU";
-#endif
-    // Death tests re-run this program for the statement alone: no inherited block-running threads.
-    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    CpuBackendDiagnostics::SetUp();
+    if (IsSkipped()) return;
     in = upload(ramp(16));
     out = upload(std::vector<float>(16, 0.f));
   }

@@ -385,14 +385,11 @@ TEST_F(WarpMma, AccumulatorsReusedAsTheNextAOperand) {
   cudaFree(d_o);
 }
 
-class WarpMmaDiagnostics : public ::testing::Test {
+class WarpMmaDiagnostics : public cudasim_tests::CpuBackendDiagnostics {
  protected:
   void SetUp() override {
-#ifndef __CUDASIM__
-    GTEST_SKIP() << "CPU-backend diagnostics: these kernels are undefined on a GPU";
-#endif
-    // Death tests re-run this program for the statement alone: no inherited block-running threads.
-    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    CpuBackendDiagnostics::SetUp();
+    if (IsSkipped()) return;
     out = upload(std::vector<float>(64, 0.f));
     rows = upload(bf16(std::vector<float>(16 * 8, 1.f)));
   }
