@@ -885,8 +885,8 @@ __global__ void __launch_bounds__(kTcWarps * 32, 1)
   // END SOLUTION
 }
 
-// Launches flash_attention_mma_kernel<D> (kMma) or flash_attention_tc_kernel<D>, each by its name
-// (so that the CPU backend's messages name the kernel), with blocks of `bytes` of shared memory.
+// Launches flash_attention_mma_kernel<D> (kMma) or flash_attention_tc_kernel<D> with blocks of
+// `bytes` of shared memory.
 template <int D, bool kMma>
 void launch_tc(size_t bytes, const float* q, const float* k, const float* v, float* out, int s,
                int n_heads, int n_kv_heads, cudaStream_t stream) {
