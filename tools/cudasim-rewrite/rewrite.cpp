@@ -6,7 +6,9 @@
 //
 //   K<<<grid, block[, smem[, stream]]>>>(args)
 //     -> ::cudasim::launcher(::cudasim::config(grid, block, ...), "K",
-//                            [=](auto... a) { K(a...); })(args)
+//                            [=](auto... a) { K(a...); },
+//                            [=]<class... T>() -> const void* { the function K names for T...
+//                            })(args)
 //        (the kernel is called inside a generic lambda, so template arguments are still deduced
 //        from the call arguments, exactly as nvcc does; it takes them by value, as a kernel does,
 //        so that every simulated thread works on copies on its own stack. The lambda copies what
@@ -323,9 +325,17 @@ class Rewriter {
                       "::cudasim::launcher(::cudasim::config(" + newlines(toks_[kb].begin, toks_[open].end)});
     std::string name;
     for (char c : kernel) name += (c == '"' || c == '\\') ? '_' : c;
+    // The second lambda tells which function the expression names for the arguments' types
+    // (cudasim::detail::function_of). The test makes an overload set, a template whose arguments
+    // a call deduces, or a pointer variable no compile error: it names nothing here.
+    const std::string capture = at_ns_scope ? "[]" : "[=]";
+    const std::string of = "::cudasim::detail::function_of<cudasim_types_...>(&" + kernel +
+                           ", ::cudasim::detail::ExactParameters{})";
     edits_.push_back({toks_[close].begin, toks_[close].end,
-                      std::string("), \"") + name + "\", " + (at_ns_scope ? "[]" : "[=]") +
-                          "(auto... cudasim_args_) { " + kernel + "(cudasim_args_...); })"});
+                      "), \"" + name + "\", " + capture + "(auto... cudasim_args_) { " + kernel +
+                          "(cudasim_args_...); }, " + capture +
+                          "<class... cudasim_types_>() -> const void* { if constexpr (requires { " +
+                          of + "; }) return " + of + "; else return nullptr; })"});
     return true;
   }
 

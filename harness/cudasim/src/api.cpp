@@ -50,9 +50,14 @@ void explain(const std::string& why) {
   if (!quiet()) std::fprintf(stderr, "cudasim: %s\n", why.c_str());
 }
 
-// cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n), per kernel: the
-// kernel's name comes from the program's symbol table; a launch knows the name written at it.
+// cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n), per function, as
+// on a GPU; a launch that cannot tell which function it runs (LaunchConfig::function is null)
+// goes by the name written at it, and the opt-ins are kept by name too (from the symbol table).
 std::mutex attr_mutex;
+std::map<const void*, size_t>& smem_limits_by_function() {
+  static auto* m = new std::map<const void*, size_t>;
+  return *m;
+}
 std::map<std::string, size_t>& smem_limits() {
   static auto* m = new std::map<std::string, size_t>;
   return *m;
@@ -193,8 +198,12 @@ cudaError_t memset_on(cudaStream_t stream, void* ptr, int value, size_t n, const
   std::_Exit(kDiagnosticExitStatus);
 }
 
-size_t dynamic_smem_limit(const char* kernel) {
+size_t dynamic_smem_limit(const char* kernel, const void* function) {
   std::lock_guard lk(attr_mutex);
+  if (function) {
+    auto it = smem_limits_by_function().find(function);
+    return it == smem_limits_by_function().end() ? kDefaultDynamicSharedBytes : it->second;
+  }
   auto it = smem_limits().find(base_function_name(kernel));
   return std::max(it == smem_limits().end() ? kDefaultDynamicSharedBytes : it->second, unnamed_smem_limit);
 }
@@ -221,14 +230,23 @@ bool check_launch(const LaunchConfig& c, const char* kernel, const char* file, u
     why = "block " + d3(c.block) + " exceeds the per-dimension limits (1024, 1024, 64)";
   } else if (c.grid.x > 2147483647u || c.grid.y > 65535 || c.grid.z > 65535) {
     why = "grid " + d3(c.grid) + " exceeds the limits (2^31-1, 65535, 65535)";
-  } else if (const size_t limit = dynamic_smem_limit(kernel); c.dynamic_smem > limit) {
-    why = std::to_string(c.dynamic_smem) + " bytes of dynamic shared memory requested; the limit for this kernel is " +
-          std::to_string(limit) +
-          (limit == kDefaultDynamicSharedBytes
-               ? " unless cudaFuncSetAttribute(" + base_function_name(kernel) +
-                     ", cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) raises it (up to " +
-                     std::to_string(kMaxSharedBytes) + ")"
-               : "");
+  } else if (const size_t limit = dynamic_smem_limit(kernel, c.function); c.dynamic_smem > limit) {
+    why = std::to_string(c.dynamic_smem) +
+          " bytes of dynamic shared memory requested; the limit for this kernel is " +
+          std::to_string(limit);
+    if (limit == kDefaultDynamicSharedBytes) {
+      // A launch that knows its function is named with the function's template arguments.
+      const std::string base = base_function_name(kernel);
+      why += " unless cudaFuncSetAttribute(" + std::string(c.function ? kernel : base.c_str()) +
+             ", cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) raises it (up to " +
+             std::to_string(kMaxSharedBytes) + ")";
+      std::lock_guard lk(attr_mutex);
+      if (c.function && smem_limits().count(base)) {
+        const std::string others = "another instantiation or overload of '" + base + "'";
+        why += ". An opt-in holds for the one function it names: " + others +
+               " opted in, this one did not";
+      }
+    }
   }
   if (why.empty()) return true;
   last_error = err;
@@ -471,6 +489,7 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int v
     if (value < 0 || static_cast<size_t>(value) > kMaxSharedBytes) return fail(cudaErrorInvalidValue);
     const std::string name = base_function_name(function_symbol(func));
     std::lock_guard lk(attr_mutex);
+    smem_limits_by_function()[func] = static_cast<size_t>(value);
     if (name.empty()) {  // no symbol table: the limit cannot be tied to one kernel
       unnamed_smem_limit = std::max(unnamed_smem_limit, static_cast<size_t>(value));
     } else {
@@ -491,7 +510,7 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func) {
   attr->numRegs = 32;
   attr->ptxVersion = 80;
   attr->binaryVersion = 80;
-  attr->maxDynamicSharedSizeBytes = static_cast<int>(dynamic_smem_limit(base_function_name(function_symbol(func)).c_str()));
+  attr->maxDynamicSharedSizeBytes = static_cast<int>(dynamic_smem_limit("", func));
   attr->preferredShmemCarveout = -1;
   return cudaSuccess;
 }

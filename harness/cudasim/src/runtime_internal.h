@@ -95,8 +95,9 @@ void spin_yield_at(const char* why, const void* pc);
 /// Whether [p, p+n) is host memory registered with cudaHostRegister (usable by kernels).
 bool host_registered(const void* p, size_t n);
 
-/// Largest dynamic shared memory `kernel` (the name written at its launch) may use.
-size_t dynamic_smem_limit(const char* kernel);
+/// Largest dynamic shared memory a launch of `function` may use; where it is null, of the
+/// function named `kernel` (the name written at the launch).
+size_t dynamic_smem_limit(const char* kernel, const void* function);
 
 // ---- stream capture and graphs (graph.cpp) ----------------------------------------------------------
 

@@ -276,8 +276,14 @@ std::string function_symbol(const void* fn) {
   return status == 0 && d ? std::string(d.get()) : hit->second;
 }
 
-std::string base_function_name(const std::string& name) {
+namespace {
+// The unqualified name in a demangled symbol ("void ns::softmax<float>(float const*, int)"), with
+// or without its template arguments.
+std::string unqualified_name(const std::string& name, bool template_arguments) {
   std::string s = name;
+  // The only parentheses a qualifier holds; as written they would end the name early.
+  for (size_t at; (at = s.find("(anonymous namespace)")) != std::string::npos;)
+    s.replace(at, 21, "anonymous");
   int depth = 0;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '<') ++depth;
@@ -288,18 +294,28 @@ std::string base_function_name(const std::string& name) {
     }
   }
   while (!s.empty() && s.back() == ' ') s.pop_back();
-  while (!s.empty() && s.back() == '>') {  // template arguments
+  size_t args = s.size();  // where the template arguments begin
+  if (!s.empty() && s.back() == '>') {
     int d = 0;
     size_t i = s.size();
     while (i-- > 0) {
       if (s[i] == '>') ++d;
       if (s[i] == '<' && --d == 0) break;
     }
-    if (i == std::string::npos || i == 0) break;
-    s.resize(i);
+    if (i != std::string::npos && i > 0) args = i;
   }
-  const size_t cut = s.find_last_of(": ");
-  return cut == std::string::npos ? s : s.substr(cut + 1);
+  const size_t cut = s.find_last_of(": ", args == 0 ? 0 : args - 1);
+  const size_t begin = cut == std::string::npos ? 0 : cut + 1;
+  return s.substr(begin, (template_arguments ? s.size() : args) - begin);
+}
+}  // namespace
+
+std::string base_function_name(const std::string& name) {
+  return unqualified_name(name, false);
+}
+
+std::string instantiation_name(const std::string& name) {
+  return unqualified_name(name, true);
 }
 
 const char* function_name(const void* fn, const char* fallback) {
@@ -307,7 +323,7 @@ const char* function_name(const void* fn, const char* fallback) {
   static std::mutex m;
   std::lock_guard lk(m);
   auto it = names->find(fn);
-  if (it == names->end()) it = names->emplace(fn, base_function_name(function_symbol(fn))).first;
+  if (it == names->end()) it = names->emplace(fn, instantiation_name(function_symbol(fn))).first;
   return it->second.empty() ? fallback : it->second.c_str();
 }
 

@@ -41,4 +41,7 @@ std::string function_symbol(const void* fn);
 /// unqualified name without template arguments or parameters.
 std::string base_function_name(const std::string& name);
 
+/// "softmax<float>" for the same: the unqualified name with its template arguments.
+std::string instantiation_name(const std::string& name);
+
 }  // namespace cudasim::detail

@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #define CHECK(call) ASSERT_EQ((call), cudaSuccess) << #call
@@ -50,6 +51,24 @@ __global__ void rotate_in_dynamic_smem(const float* in, float* out, int n) {
   __syncthreads();
   out[threadIdx.x] = staged[(threadIdx.x + 1) % n];
 }
+
+namespace {  // a symbol of its own for each instantiation, inside "(anonymous namespace)::"
+template <int Shift>
+__global__ void shift_in_dynamic_smem(const float* in, float* out, int n) {
+  extern __shared__ float staged[];
+  staged[threadIdx.x] = in[threadIdx.x];
+  __syncthreads();
+  out[threadIdx.x] = staged[(threadIdx.x + Shift) % n];
+}
+
+// `shift_in_dynamic_smem<Shift>` as a launch inside a template writes it: one text, one function
+// per instantiation.
+template <int Shift>
+cudaError_t launch_shift(const float* in, float* out, int n, size_t smem) {
+  shift_in_dynamic_smem<Shift><<<1, n, smem>>>(in, out, n);
+  return cudaGetLastError();
+}
+}  // namespace
 
 __global__ void aligned_dynamic(unsigned long long* addr_mod, float* out) {
   extern __shared__ __align__(16) unsigned char raw[];
@@ -265,6 +284,61 @@ TEST(Launch, ThroughAFunctionPointerTheKernelsOwnOptInHolds) {
   other<<<1, 1, big>>>(mod, dout);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue) << "aligned_dynamic never opted in";
   cudaFree(mod);
+  cudaFree(din);
+  cudaFree(dout);
+}
+
+// An opt-in to more dynamic shared memory belongs to the one function it names: each
+// instantiation of a kernel template is a function of its own, on a GPU as here.
+TEST(Launch, AnOptInHoldsForTheInstantiationThatMadeItOnly) {
+  const int n = 64;
+  std::vector<float> in(n);
+  for (int i = 0; i < n; ++i) in[i] = 0.25f * static_cast<float>(i) - 3.f;
+  float *din, *dout;
+  CHECK(cudaMalloc(&din, n * sizeof(float)));
+  CHECK(cudaMalloc(&dout, n * sizeof(float)));
+  CHECK(cudaMemcpy(din, in.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  const size_t big = 64 * 1024;
+  CHECK(cudaFuncSetAttribute(shift_in_dynamic_smem<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(big)));
+  CHECK(cudaMemset(dout, 0xff, n * sizeof(float)));  // NaN until written
+  EXPECT_EQ(launch_shift<1>(din, dout, n, big), cudaSuccess) << "shift_in_dynamic_smem<1> opted in";
+  std::vector<float> out(n);
+  CHECK(cudaMemcpy(out.data(), dout, n * sizeof(float), cudaMemcpyDeviceToHost));
+  for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], in[(i + 1) % n]) << "element " << i;
+
+#ifdef __CUDASIM__  // the message names the instantiation, and why <1>'s opt-in does not count
+  testing::internal::CaptureStderr();
+#endif
+  EXPECT_EQ(launch_shift<2>(din, dout, n, big), cudaErrorInvalidValue)
+      << "shift_in_dynamic_smem<2> never opted in; <1> did";
+#ifdef __CUDASIM__
+  const std::string why = testing::internal::GetCapturedStderr();
+  EXPECT_NE(why.find("launch of 'shift_in_dynamic_smem<2>'"), std::string::npos) << why;
+  EXPECT_NE(why.find("cudaFuncSetAttribute(shift_in_dynamic_smem<2>,"), std::string::npos) << why;
+  EXPECT_NE(why.find("another instantiation or overload of 'shift_in_dynamic_smem' opted in"),
+            std::string::npos)
+      << why;
+#endif
+  // Arguments whose types differ from the parameters' (float* for const float*) name the same
+  // functions.
+  float* in_rw = din;
+  shift_in_dynamic_smem<2><<<1, n, big>>>(in_rw, dout, n);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue)
+      << "shift_in_dynamic_smem<2>, float* argument";
+  shift_in_dynamic_smem<1><<<1, n, big>>>(in_rw, dout, n);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "shift_in_dynamic_smem<1>, float* argument";
+
+  cudaFuncAttributes opted{}, not_opted{};
+  CHECK(cudaFuncGetAttributes(&opted, shift_in_dynamic_smem<1>));
+  CHECK(cudaFuncGetAttributes(&not_opted, shift_in_dynamic_smem<2>));
+  EXPECT_EQ(opted.maxDynamicSharedSizeBytes, static_cast<int>(big));
+  EXPECT_EQ(not_opted.maxDynamicSharedSizeBytes, 48 * 1024)
+      << "the default: 48 KB less the static 0";
+
+  CHECK(cudaFuncSetAttribute(shift_in_dynamic_smem<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(big)));
+  EXPECT_EQ(launch_shift<2>(din, dout, n, big), cudaSuccess) << "after its own opt-in";
   cudaFree(din);
   cudaFree(dout);
 }

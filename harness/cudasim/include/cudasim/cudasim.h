@@ -151,6 +151,9 @@ struct LaunchConfig {
   dim3 grid, block;
   size_t dynamic_smem;
   cudaStream_t stream;
+  /// The function launched, where the launch can tell (see Launcher): an opt-in to more dynamic
+  /// shared memory belongs to that one function, as on a GPU. Null: the name written at the launch.
+  const void* function = nullptr;
 };
 
 inline LaunchConfig config(dim3 grid, dim3 block, size_t dynamic_smem = 0, cudaStream_t stream = nullptr) {
@@ -167,8 +170,8 @@ struct LaunchRange {
 /// Runs `body(ctx)` once per thread of every block; sets the last error instead on a bad config.
 void launch(const LaunchConfig& cfg, const char* kernel, const char* file, unsigned line, void* ctx,
             void (*body)(void*), const LaunchRange* ranges, size_t n_ranges);
-/// The name of the function at `fn` (for launches through a function pointer), or `fallback`
-/// when no function starts there.
+/// The name of the function at `fn`, with its template arguments ("transpose<1>"), or `fallback`
+/// when no function starts there (or the program has no symbol table).
 const char* function_name(const void* fn, const char* fallback = "kernel");
 }  // namespace detail
 
@@ -187,19 +190,68 @@ LaunchMode launch_mode(const LaunchConfig& cfg, const char* kernel, const char* 
 void capture_launch(cudaStream_t stream, const char* kernel, CapturedLaunch* node);
 }  // namespace detail
 
-/// `K<<<cfg>>>(args...)` becomes `launcher(cfg, "K", call_K)(args...)`: the arguments are copied
-/// once at the launch (as CUDA does) and every simulated thread calls the kernel with them. On a
-/// capturing stream the copy is kept in the graph instead, and each replay runs with it.
+namespace detail {
+/// Tags that rank the two function_of() overloads: ExactParameters converts to OnlyFunction.
+struct OnlyFunction {};
+struct ExactParameters : OnlyFunction {};
+/// The function `&K` names for arguments of types A..., as the rewrite asks it of a launch's kernel
+/// expression K: `function_of<A...>(&K, ExactParameters{})`. The overload or instantiation whose
+/// parameters are exactly A... comes first; else the one function K names (its address deduces F;
+/// a pointer variable's address deduces a pointer, no function). An overload set neither picks is
+/// no call at all: the rewrite tests for that first.
+template <class... A>
+const void* function_of(void (*f)(A...), ExactParameters) {
+  return reinterpret_cast<const void*>(f);
+}
+template <class... A, class F>
+requires std::is_function_v<F>
+const void* function_of(F* f, OnlyFunction) {
+  return reinterpret_cast<const void*>(f);
+}
+/// The function a call lambda stands for when it captures a function pointer and nothing else
+/// (`kernel<<<...>>>` with `auto kernel = half ? f<16> : f<32>`), or null.
 template <class Call>
+const void* captured_function(const Call& call) {
+  using Fn = void (*)();
+  if constexpr (!std::is_empty_v<Call> && sizeof(Call) == sizeof(Fn) &&
+                std::is_trivially_copyable_v<Call>) {
+    Fn fn;
+    std::memcpy(&fn, &call, sizeof fn);
+    // Any other capture of that size (a `this`, an index) points at no function.
+    return function_name(reinterpret_cast<const void*>(fn), nullptr)
+               ? reinterpret_cast<const void*>(fn)
+               : nullptr;
+  } else {
+    return nullptr;
+  }
+}
+}  // namespace detail
+
+/// `K<<<cfg>>>(args...)` becomes `launcher(cfg, "K", call_K, function_of_K)(args...)`: the
+/// arguments are copied once at the launch (as CUDA does) and every simulated thread calls the
+/// kernel with them. On a capturing stream the copy is kept in the graph instead, and each replay
+/// runs with it.
+///
+/// `function_of_K.operator()<A...>()` is the function K names for arguments of types A...: the
+/// overload or instantiation whose parameters are exactly A..., else the one function K names, else
+/// null. `k<D>` in a template is thus `k<64>` at one launch and `k<128>` at another, and each has
+/// its own opt-in to more dynamic shared memory (cudaFuncSetAttribute), as on a GPU. Where K names
+/// no single function (an overload set the argument types do not pick), the launch goes by K's
+/// name, and an opt-in of any function of that name holds for it.
+template <class Call, class FunctionOf>
 struct Launcher {
   LaunchConfig cfg;
   const char* kernel;
   Call call;
+  FunctionOf function_of;
   std::source_location where;
 
   template <class... Args>
   void operator()(Args&&... args) {
     using Copied = std::tuple<std::decay_t<Args>...>;
+    cfg.function = function_of.template operator()<std::decay_t<Args>...>();
+    if (!cfg.function) cfg.function = detail::captured_function(call);
+    if (cfg.function) kernel = detail::function_name(cfg.function, kernel);
     switch (detail::launch_mode(cfg, kernel, where.file_name(), where.line())) {
       case detail::LaunchMode::Refused:
         return;
@@ -235,32 +287,11 @@ struct Launcher {
   }
 };
 
-namespace detail {
-/// The name a launch goes by. The rewrite passes the source text of the kernel expression, which
-/// names the kernel unless the expression is a function pointer (`kernel<<<...>>>` with
-/// `auto kernel = half ? f<16> : f<32>`). Then the call lambda captures that pointer and nothing
-/// else, and the function it points to names the launch: messages, profiles and the opt-in to
-/// more dynamic shared memory (cudaFuncSetAttribute) all go by the function, as on a GPU.
-template <class Call>
-const char* launch_name(const char* text, const Call& call) {
-  using Fn = void (*)();
-  if constexpr (!std::is_empty_v<Call> && sizeof(Call) == sizeof(Fn) &&
-                std::is_trivially_copyable_v<Call>) {
-    Fn fn;
-    std::memcpy(&fn, &call, sizeof fn);
-    // Any other capture of that size (a `this`, an index) points at no function: the text stays.
-    return function_name(reinterpret_cast<const void*>(fn), text);
-  } else {
-    return text;
-  }
-}
-}  // namespace detail
-
-template <class Call>
-Launcher<Call> launcher(const LaunchConfig& cfg, const char* kernel, Call call,
-                        std::source_location where = std::source_location::current()) {
-  const char* name = detail::launch_name(kernel, call);
-  return {cfg, name, std::move(call), where};
+template <class Call, class FunctionOf>
+Launcher<Call, FunctionOf> launcher(const LaunchConfig& cfg, const char* kernel, Call call,
+                                    FunctionOf function_of,
+                                    std::source_location where = std::source_location::current()) {
+  return {cfg, kernel, std::move(call), std::move(function_of), where};
 }
 
 // ---- shared memory -----------------------------------------------------------------------------
@@ -383,9 +414,10 @@ cudaError_t cudaLaunchKernel(void (*kernel)(P...), dim3 grid, dim3 block, void**
                              std::source_location l = std::source_location::current()) {
   if (!kernel || (sizeof...(P) > 0 && !args)) return cudaErrorInvalidValue;
   auto run = [&]<size_t... I>(std::index_sequence<I...>) {
-    cudasim::launcher(cudasim::config(grid, block, smem, stream), cudasim::detail::function_name(
-                          reinterpret_cast<const void*>(kernel)),
-                      [kernel](auto... a) { kernel(a...); }, l)(*static_cast<std::decay_t<P>*>(args[I])...);
+    cudasim::launcher(
+        cudasim::config(grid, block, smem, stream), "kernel", [kernel](auto... a) { kernel(a...); },
+        [kernel]<class...>() { return reinterpret_cast<const void*>(kernel); },
+        l)(*static_cast<std::decay_t<P>*>(args[I])...);
   };
   run(std::index_sequence_for<P...>{});
   return cudaPeekAtLastError();

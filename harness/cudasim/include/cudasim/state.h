@@ -52,7 +52,7 @@ static_assert(sizeof(Lane) == 64);
 
 /// The block currently running on this OS thread.
 struct Block {
-  const char* kernel;  // kernel expression as written at the launch site
+  const char* kernel;  // the function launched, or the kernel expression written at the launch
   uint3 idx;
   dim3 dim, grid;
   unsigned nthreads;
