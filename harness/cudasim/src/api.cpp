@@ -16,6 +16,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <unistd.h>
@@ -206,6 +207,25 @@ size_t dynamic_smem_limit(const char* kernel, const void* function) {
   }
   auto it = smem_limits().find(base_function_name(kernel));
   return std::max(it == smem_limits().end() ? kDefaultDynamicSharedBytes : it->second, unnamed_smem_limit);
+}
+
+StaticSharedBudget static_shared_budget(const LaunchConfig& c, const char* kernel) {
+  std::lock_guard lk(attr_mutex);
+  std::optional<size_t> opted;
+  if (c.function) {
+    if (auto it = smem_limits_by_function().find(c.function); it != smem_limits_by_function().end())
+      opted = it->second;
+  } else if (auto it = smem_limits().find(base_function_name(kernel)); it != smem_limits().end()) {
+    opted = it->second;
+  } else if (unnamed_smem_limit > kDefaultDynamicSharedBytes) {
+    opted = unnamed_smem_limit;
+  }
+  if (opted)
+    return {std::min(kMaxStaticSharedBytes, kMaxSharedBytes - std::min(*opted, kMaxSharedBytes)),
+            true, *opted};
+  const size_t dynamic = std::min(c.dynamic_smem, kDefaultDynamicSharedBytes);
+  return {std::min(kMaxStaticSharedBytes, kDefaultDynamicSharedBytes - dynamic), false,
+          c.dynamic_smem};
 }
 
 bool host_registered(const void* p, size_t n) { return is_registered(p, n); }

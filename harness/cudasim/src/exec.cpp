@@ -214,6 +214,7 @@ struct Job {
   void (*body)(void*);
   uint64_t nblocks;
   uint64_t launch_index;
+  StaticSharedBudget static_shared;  // what the block's __shared__ variables may take
   std::atomic<uint64_t> next{0};
 };
 
@@ -1159,11 +1160,28 @@ void* shared_alloc(size_t bytes, size_t align, size_t elem_bytes, const char* na
   const unsigned line = where.line();
   // The limit counts the variables' own bytes (with alignment), as a GPU does.
   w.declared_shared = (w.declared_shared + align - 1) / align * align + bytes;
-  if (w.declared_shared > kMaxStaticSharedBytes) {
-    fatal(kernel_str(w) + ": the __shared__ variables of this kernel need " + std::to_string(w.declared_shared) +
-          " bytes (the one at " + file + ":" + std::to_string(line) + " brings it over), more than the " +
-          std::to_string(kMaxStaticSharedBytes) + " bytes a block may declare statically. Use dynamic "
-          "shared memory (extern __shared__) and cudaFuncSetAttribute for more.");
+  const StaticSharedBudget& budget = w.job->static_shared;
+  if (w.declared_shared > budget.bytes) {
+    const std::string need = kernel_str(w) + ": the __shared__ variables of this kernel need " +
+                             std::to_string(w.declared_shared) + " bytes (the one at " + file +
+                             ":" + std::to_string(line) + " brings it over)";
+    const std::string opt_in = "cudaFuncSetAttribute(" + std::string(w.block.kernel) +
+                               ", cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)";
+    if (w.declared_shared > kMaxStaticSharedBytes) {
+      fatal(need + ", more than the " + std::to_string(kMaxStaticSharedBytes) +
+            " bytes a block may declare statically. Use dynamic shared memory "
+            "(extern __shared__) and cudaFuncSetAttribute for more.");
+    } else if (!budget.opted_in) {
+      fatal(need + ", and the launch asks for " + std::to_string(budget.dynamic_bytes) +
+            " bytes of dynamic shared memory: together more than the " +
+            std::to_string(kDefaultDynamicSharedBytes) + " bytes a block gets unless " + opt_in +
+            " raises its dynamic limit. A GPU refuses this launch and runs nothing of it.");
+    } else {
+      fatal(need + ", and the kernel opted in to " + std::to_string(budget.dynamic_bytes) +
+            " bytes of dynamic shared memory: together more than the " +
+            std::to_string(kMaxSharedBytes) + " bytes a block may have. A GPU refuses that " +
+            opt_in + ".");
+    }
   }
   // A checked launch leaves a red zone before every variable: one element past another
   // variable's end is then no variable at all, and the checker can say so.
@@ -1348,6 +1366,7 @@ void launch(const LaunchConfig& cfg, const char* kernel, const char* file, unsig
   job.body = body;
   job.nblocks = static_cast<uint64_t>(cfg.grid.x) * cfg.grid.y * cfg.grid.z;
   job.launch_index = launches++;
+  job.static_shared = static_shared_budget(cfg, kernel);
   const unsigned checks = requested_checks();
   if (checks && !program_is_instrumented()) explain_unchecked_build();
   if (options().profile && !program_is_instrumented()) explain_unprofiled_build();

@@ -99,6 +99,18 @@ bool host_registered(const void* p, size_t n);
 /// function named `kernel` (the name written at the launch).
 size_t dynamic_smem_limit(const char* kernel, const void* function);
 
+/// What the `__shared__` variables of a block of one launch may take, as a GPU decides it before
+/// the launch (here they are only known as the block declares them).
+struct StaticSharedBudget {
+  size_t bytes;          // the most they may take
+  bool opted_in;         // the kernel raised its dynamic limit with cudaFuncSetAttribute
+  size_t dynamic_bytes;  // the opted-in limit (with opted_in), or what the launch asks for
+};
+/// Without an opt-in, static and dynamic shared memory share 48 KB (a GPU refuses the launch
+/// beyond it). With an opt-in of X bytes, the static part must fit beside X in the most a block
+/// may have (a GPU refuses the cudaFuncSetAttribute). Never more than 48 KB either way.
+StaticSharedBudget static_shared_budget(const LaunchConfig& c, const char* kernel);
+
 // ---- stream capture and graphs (graph.cpp) ----------------------------------------------------------
 
 /// Sets the calling thread's last error (cudaGetLastError) and returns it.

@@ -51,6 +51,17 @@ __global__ void throws(int* x) {
 }
 #endif
 
+// 16 KB of __shared__ variables beside dynamic shared memory. A GPU refuses the launch when the
+// two together pass 48 KB without an opt-in, so the CUDA build does not launch it that way.
+__global__ void static_beside_dynamic(float* x) {
+  __shared__ float fixed[4096];
+  extern __shared__ float rest[];
+  fixed[threadIdx.x] = 1.f;
+  rest[threadIdx.x] = 2.f;
+  __syncthreads();
+  x[threadIdx.x] = fixed[threadIdx.x] + rest[threadIdx.x];
+}
+
 class Diagnostics : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -108,6 +119,28 @@ TEST_F(Diagnostics, StaticSharedMemoryLimit) {
   auto run = [&] { too_much_static_shared<<<1, 32>>>(buf); };
   EXPECT_EXIT(run(), ::testing::ExitedWithCode(kExit),
               "kernel 'too_much_static_shared'.*65536 bytes.*diagnostics_test.cu:41.*49152 bytes");
+#endif
+}
+
+// Static and dynamic shared memory share a block's 48 KB unless the kernel opts in; with an
+// opt-in, the static part must still fit beside it. Either way a GPU runs nothing.
+TEST_F(Diagnostics, StaticAndDynamicSharedMemoryTogether) {
+#ifdef __CUDASIM__
+  auto over_default = [&] { static_beside_dynamic<<<1, 32, 40 * 1024>>>(buf); };
+  EXPECT_EXIT(over_default(), ::testing::ExitedWithCode(kExit),
+              "kernel 'static_beside_dynamic'.*need 16384 bytes.*diagnostics_test.cu:[0-9]+.*"
+              "asks for 40960 bytes of dynamic shared memory: together more than the 49152 bytes.*"
+              "cudaFuncSetAttribute\\(static_beside_dynamic,");
+  auto over_opt_in = [&] {
+    const int most = 160 * 1024;
+    ASSERT_EQ(cudaFuncSetAttribute(static_beside_dynamic,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, most),
+              cudaSuccess);
+    static_beside_dynamic<<<1, 32, 1024>>>(buf);
+  };
+  EXPECT_EXIT(
+      over_opt_in(), ::testing::ExitedWithCode(kExit),
+      "need 16384 bytes.*opted in to 163840 bytes.*more than the 166912 bytes a block may have");
 #endif
 }
 

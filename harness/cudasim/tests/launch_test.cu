@@ -52,6 +52,16 @@ __global__ void rotate_in_dynamic_smem(const float* in, float* out, int n) {
   out[threadIdx.x] = staged[(threadIdx.x + 1) % n];
 }
 
+// 16 KB of __shared__ variables and as much dynamic shared memory as the launch gives.
+__global__ void static_and_dynamic(float* out) {
+  __shared__ float fixed[4096];
+  extern __shared__ float rest[];
+  fixed[threadIdx.x] = static_cast<float>(threadIdx.x);
+  rest[threadIdx.x] = 0.5f;
+  __syncthreads();
+  out[threadIdx.x] = fixed[(threadIdx.x + 1) % blockDim.x] + rest[threadIdx.x];
+}
+
 namespace {  // a symbol of its own for each instantiation, inside "(anonymous namespace)::"
 template <int Shift>
 __global__ void shift_in_dynamic_smem(const float* in, float* out, int n) {
@@ -340,5 +350,30 @@ TEST(Launch, AnOptInHoldsForTheInstantiationThatMadeItOnly) {
                              static_cast<int>(big)));
   EXPECT_EQ(launch_shift<2>(din, dout, n, big), cudaSuccess) << "after its own opt-in";
   cudaFree(din);
+  cudaFree(dout);
+}
+
+// Without an opt-in, the __shared__ variables and the dynamic shared memory of a block share
+// 48 KB: 16 KB + 32 KB runs. An opt-in raises the dynamic part alone, and the static part comes on
+// top. (Past those limits a GPU refuses the launch; the CPU backend stops with a diagnostic, see
+// Diagnostics.StaticAndDynamicSharedMemoryTogether.)
+TEST(Launch, StaticAndDynamicSharedMemoryShareADefault48KB) {
+  const int n = 64;
+  float* dout;
+  CHECK(cudaMalloc(&dout, n * sizeof(float)));
+  std::vector<float> out(n);
+  for (const size_t dynamic : {size_t{32} * 1024, size_t{96} * 1024}) {
+    if (dynamic > 48 * 1024) {
+      CHECK(cudaFuncSetAttribute(static_and_dynamic, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(dynamic)));
+    }
+    CHECK(cudaMemset(dout, 0xff, n * sizeof(float)));  // NaN until written
+    static_and_dynamic<<<1, n, dynamic>>>(dout);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess)
+        << "16 KB static beside " << dynamic << " bytes dynamic";
+    CHECK(cudaMemcpy(out.data(), dout, n * sizeof(float), cudaMemcpyDeviceToHost));
+    for (int i = 0; i < n; ++i)
+      ASSERT_EQ(out[i], static_cast<float>((i + 1) % n) + 0.5f) << "element " << i;
+  }
   cudaFree(dout);
 }
