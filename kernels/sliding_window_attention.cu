@@ -18,6 +18,10 @@ namespace clockwork::kernels {
 namespace {
 
 constexpr int kThreads = 128;  // a power of two: the reductions halve it each step
+// The kernel's own __shared__ array (reduce[]). It shares the 48 KB a block gets with the
+// scores, so it caps s as much as they do.
+constexpr size_t kStaticSharedBytes = kThreads * sizeof(float);
+constexpr size_t kBlockSharedBytes = 48 * 1024;
 
 // q [s, h·h_d], k and v [s, h_k·h_d], out [s, h·h_d] fp32. Grid (s, h), block kThreads, dynamic
 // shared memory: s floats (the scores of one row).
@@ -113,10 +117,12 @@ void sliding_window_attention(const float* q, const float* k, const float* v, fl
         "sliding_window_attention: q, k, v and out must be device pointers, out aliasing none");
   }
   const size_t shared = sliding_window_attention_shared_bytes(s);
-  if (shared > 48 * 1024) {
-    throw std::invalid_argument("sliding_window_attention: s = " + std::to_string(s) +
-                                " needs " + std::to_string(shared) +
-                                " bytes of scores per block, more than 48 KiB");
+  if (shared + kStaticSharedBytes > kBlockSharedBytes) {
+    throw std::invalid_argument(
+        "sliding_window_attention: s = " + std::to_string(s) + " needs " + std::to_string(shared) +
+        " bytes of scores per block beside the " + std::to_string(kStaticSharedBytes) +
+        "-byte reduction array, more than the 48 KiB a block gets (s may be at most " +
+        std::to_string((kBlockSharedBytes - kStaticSharedBytes) / sizeof(float)) + ")");
   }
   const dim3 grid(static_cast<unsigned>(s), static_cast<unsigned>(n_heads));
   sliding_window_attention_kernel<<<grid, kThreads, shared, stream>>>(

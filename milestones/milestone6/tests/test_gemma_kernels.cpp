@@ -386,6 +386,28 @@ TEST(SlidingWindowAttention, RejectsBadArguments) {
                std::invalid_argument);  // out aliases q
 }
 
+// A block keeps one row's scores (s floats) beside its 512-byte reduction array, within the
+// 48 KB a block gets: s = 12160 fits, 12161 does not, though its scores alone (48,644 bytes)
+// would. A GPU refuses that launch; the kernel says why first.
+TEST(SlidingWindowAttention, SharedMemoryLimitCountsTheReductionArray) {
+  const int longest = 12160;
+  DeviceBuffer<float> q("q", {longest + 1, 16}), k("k", {longest + 1, 16}),
+      v("v", {longest + 1, 16}), out("out", {longest + 1, 16});
+  try {
+    kernels::sliding_window_attention(q.data(), k.data(), v.data(), out.data(), longest + 1, 1, 1,
+                                      16, 0.25f, 2);
+    ADD_FAILURE() << "s = " << longest + 1 << " needs 49,156 bytes of shared memory per block";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("at most " + std::to_string(longest)), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(kernels::sliding_window_attention_shared_bytes(longest) + 512, size_t{48} * 1024);
+  // Exactly 48 KB: the launch runs (on the CPU backend, which checks the same sum).
+  kernels::sliding_window_attention(q.data(), k.data(), v.data(), out.data(), longest, 1, 1, 16,
+                                    0.25f, 2);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sliding-window decode attention: one query against a ring-buffer cache
 // ---------------------------------------------------------------------------------------------
