@@ -21,6 +21,10 @@
 //   (the name is for the checker's messages: "element 17 of __shared__ array 'name'")
 //   the same two at namespace scope become object-like macros, since a namespace-scope variable
 //   cannot refer to the memory of whichever block is running.
+//   __global__ void __launch_bounds__(256, 2) k(...) { body }
+//     -> __global__ void k(...) { ::cudasim::detail::launch_bounds(256, 2); body }
+//        (a GPU refuses a launch of more threads per block than the bound; the CPU backend learns
+//        the bound only when a thread starts the kernel, and stops there)
 //
 // The output keeps every line of the input at the same line number (a `#line 1 "input.cu"`
 // header plus the same newlines; where a macro has to be emitted, a `#line` restores the count),
@@ -185,6 +189,9 @@ class Rewriter {
         if (!launch(t, ns_scope[t], err)) return false;
       } else if (tok.kind == Kind::Ident && text(t) == "__shared__") {
         shared_decl(t, ns_scope[t]);
+      } else if (tok.kind == Kind::Ident && text(t) == "__launch_bounds__" && !tok.in_directive &&
+                 is(t + 1, "(")) {
+        launch_bounds(t);
       }
     }
     std::sort(edits_.begin(), edits_.end(), [](const Edit& a, const Edit& b) { return a.begin < b.begin; });
@@ -337,6 +344,32 @@ class Rewriter {
                           "<class... cudasim_types_>() -> const void* { if constexpr (requires { " +
                           of + "; }) return " + of + "; else return nullptr; })"});
     return true;
+  }
+
+  // `__launch_bounds__(args)` on a kernel's definition -> a check of the block's size as the body's
+  // first statement (see file comment). A declaration without a body keeps nothing.
+  void launch_bounds(size_t t) {
+    size_t close = t + 1;
+    for (int depth = 0; close < toks_.size(); ++close) {
+      if (is(close, "(")) ++depth;
+      if (is(close, ")") && --depth == 0) break;
+    }
+    if (close >= toks_.size()) return;
+    edits_.push_back(
+        {toks_[t].begin, toks_[close].end, newlines(toks_[t].begin, toks_[close].end)});
+    if (close == t + 2) return;  // no arguments
+    int depth = 0;
+    for (size_t k = close + 1; k < toks_.size() && !toks_[k].in_directive; ++k) {
+      const std::string x = text(k);
+      if (x == "(" || x == "[") ++depth;
+      if (x == ")" || x == "]") --depth;
+      if (depth == 0 && x == ";") return;
+      if (depth == 0 && x == "{") {
+        edits_.push_back({toks_[k].end, toks_[k].end,
+                          " ::cudasim::detail::launch_bounds(" + joined(t + 2, close - 1) + ");"});
+        return;
+      }
+    }
   }
 
   // `[static] [extern] __shared__ ... ;` -> storage of the running block (see file comment).

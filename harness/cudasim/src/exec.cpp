@@ -1216,6 +1216,18 @@ void* dynamic_shared_named(const char* name, size_t elem_bytes) {
   return w.block.dynamic_smem;
 }
 
+void launch_bounds_exceeded(long long max_threads) {
+  check::RuntimeCode runtime;
+  const Worker& w = *tl_worker;
+  const dim3 d = w.block.dim;
+  const unsigned long long threads = static_cast<unsigned long long>(d.x) * d.y * d.z;
+  fatal(kernel_str(w) + ": a block of " + std::to_string(threads) + " threads, more than the " +
+        std::to_string(max_threads) +
+        " its __launch_bounds__ allow. A GPU refuses this launch and runs nothing of it: launch "
+        "at most " +
+        std::to_string(max_threads) + " threads per block, or raise the bound.");
+}
+
 void spin_yield(const char* why) { spin_yield_at(why, __builtin_return_address(0)); }
 
 // Puts the running lane at the back of its worker's queue and runs the next ready one, if any.

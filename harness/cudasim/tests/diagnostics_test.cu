@@ -62,6 +62,15 @@ __global__ void static_beside_dynamic(float* x) {
   x[threadIdx.x] = fixed[threadIdx.x] + rest[threadIdx.x];
 }
 
+// A GPU refuses a launch of more threads per block than a kernel's __launch_bounds__.
+__global__ void __launch_bounds__(64) bounded(float* x) {
+  x[threadIdx.x] = 1.f;
+}
+template <int Threads>
+__global__ void __launch_bounds__(Threads, 1) bounded_by(float* x) {
+  x[threadIdx.x] = 2.f;
+}
+
 class Diagnostics : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -141,6 +150,18 @@ TEST_F(Diagnostics, StaticAndDynamicSharedMemoryTogether) {
   EXPECT_EXIT(
       over_opt_in(), ::testing::ExitedWithCode(kExit),
       "need 16384 bytes.*opted in to 163840 bytes.*more than the 166912 bytes a block may have");
+#endif
+}
+
+TEST_F(Diagnostics, MoreThreadsThanTheLaunchBounds) {
+#ifdef __CUDASIM__
+  auto over = [&] { bounded<<<1, 128>>>(buf); };
+  EXPECT_EXIT(over(), ::testing::ExitedWithCode(kExit),
+              "kernel 'bounded'.*a block of 128 threads, more than the 64 its __launch_bounds__ "
+              "allow.*A GPU refuses this launch");
+  auto over_instantiation = [&] { bounded_by<32><<<2, dim3(8, 8)>>>(buf); };
+  EXPECT_EXIT(over_instantiation(), ::testing::ExitedWithCode(kExit),
+              "kernel 'bounded_by<32>'.*a block of 64 threads, more than the 32");
 #endif
 }
 

@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,11 @@ __global__ void rotate_in_dynamic_smem(const float* in, float* out, int n) {
   staged[threadIdx.x] = in[threadIdx.x];
   __syncthreads();
   out[threadIdx.x] = staged[(threadIdx.x + 1) % n];
+}
+
+template <int Threads>
+__global__ void __launch_bounds__(Threads) within_bounds(int* out) {
+  out[threadIdx.x] = static_cast<int>(threadIdx.x) + Threads;
 }
 
 // 16 KB of __shared__ variables and as much dynamic shared memory as the launch gives.
@@ -376,4 +382,25 @@ TEST(Launch, StaticAndDynamicSharedMemoryShareADefault48KB) {
       ASSERT_EQ(out[i], static_cast<float>((i + 1) % n) + 0.5f) << "element " << i;
   }
   cudaFree(dout);
+}
+
+// A block of at most __launch_bounds__ threads runs. (More is refused on a GPU; the CPU backend
+// stops with a diagnostic, see Diagnostics.MoreThreadsThanTheLaunchBounds.)
+TEST(Launch, WithinTheLaunchBoundsRuns) {
+  int* d;
+  CHECK(cudaMalloc(&d, 64 * sizeof(int)));
+  within_bounds<64><<<1, 64>>>(d);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  within_bounds<128><<<1, 64>>>(d);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  std::vector<int> h(64);
+  CHECK(cudaMemcpy(h.data(), d, 64 * sizeof(int), cudaMemcpyDeviceToHost));
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(h[i], i + 128) << "element " << i;
+#ifndef __CUDASIM__  // what the hardware says to one thread too many
+  within_bounds<32><<<1, 64>>>(d);
+  const cudaError_t refused = cudaGetLastError();
+  EXPECT_NE(refused, cudaSuccess) << "64 threads for __launch_bounds__(32)";
+  std::printf("a launch beyond __launch_bounds__: %s\n", cudaGetErrorName(refused));
+#endif
+  cudaFree(d);
 }

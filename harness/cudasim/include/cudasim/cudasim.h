@@ -452,6 +452,18 @@ inline constexpr int warpSize = 32;
 #undef __launch_bounds__
 #define __launch_bounds__(...)
 
+namespace cudasim::detail {
+/// Stops the program: the running block has more threads than `max_threads`, its kernel's bound.
+[[noreturn]] void launch_bounds_exceeded(long long max_threads);
+/// What the rewrite puts first in a kernel declared with `__launch_bounds__(max_threads, ...)`:
+/// a GPU refuses to launch more threads per block than that. (The other two arguments steer the
+/// compiler's register budget and clusters; they cannot make a launch fail by themselves.)
+inline void launch_bounds(long long max_threads, long long = 0, long long = 0) {
+  const dim3 d = builtin_block_dim();
+  if (static_cast<long long>(d.x) * d.y * d.z > max_threads) launch_bounds_exceeded(max_threads);
+}
+}  // namespace cudasim::detail
+
 // ---- barriers ----------------------------------------------------------------------------------
 
 namespace cudasim::detail {
