@@ -199,30 +199,35 @@ cudaError_t memset_on(cudaStream_t stream, void* ptr, int value, size_t n, const
   std::_Exit(kDiagnosticExitStatus);
 }
 
+namespace {
+// The dynamic shared memory the launched function opted in to, if it did (attr_mutex held): by
+// its address where the launch knows it, else by the name written at the launch, else the opt-in
+// of a function the symbol table could not name.
+std::optional<size_t> opted_in_limit(const char* kernel, const void* function) {
+  if (function) {
+    const auto it = smem_limits_by_function().find(function);
+    if (it == smem_limits_by_function().end()) return std::nullopt;
+    return it->second;
+  }
+  if (const auto it = smem_limits().find(base_function_name(kernel)); it != smem_limits().end())
+    return it->second;
+  if (unnamed_smem_limit > kDefaultDynamicSharedBytes) return unnamed_smem_limit;
+  return std::nullopt;
+}
+}  // namespace
+
 size_t dynamic_smem_limit(const char* kernel, const void* function) {
   std::lock_guard lk(attr_mutex);
-  if (function) {
-    auto it = smem_limits_by_function().find(function);
-    return it == smem_limits_by_function().end() ? kDefaultDynamicSharedBytes : it->second;
-  }
-  auto it = smem_limits().find(base_function_name(kernel));
-  return std::max(it == smem_limits().end() ? kDefaultDynamicSharedBytes : it->second, unnamed_smem_limit);
+  const size_t limit = opted_in_limit(kernel, function).value_or(kDefaultDynamicSharedBytes);
+  return function ? limit : std::max(limit, unnamed_smem_limit);
 }
 
 StaticSharedBudget static_shared_budget(const LaunchConfig& c, const char* kernel) {
   std::lock_guard lk(attr_mutex);
-  std::optional<size_t> opted;
-  if (c.function) {
-    if (auto it = smem_limits_by_function().find(c.function); it != smem_limits_by_function().end())
-      opted = it->second;
-  } else if (auto it = smem_limits().find(base_function_name(kernel)); it != smem_limits().end()) {
-    opted = it->second;
-  } else if (unnamed_smem_limit > kDefaultDynamicSharedBytes) {
-    opted = unnamed_smem_limit;
-  }
-  if (opted)
+  if (const std::optional<size_t> opted = opted_in_limit(kernel, c.function)) {
     return {std::min(kMaxStaticSharedBytes, kMaxSharedBytes - std::min(*opted, kMaxSharedBytes)),
             true, *opted};
+  }
   const size_t dynamic = std::min(c.dynamic_smem, kDefaultDynamicSharedBytes);
   return {std::min(kMaxStaticSharedBytes, kDefaultDynamicSharedBytes - dynamic), false,
           c.dynamic_smem};
