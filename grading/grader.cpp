@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -463,6 +464,62 @@ struct Pipeline {
       }
     }
     framework = fw;
+  }
+
+  // The student user builds and runs in the work folder and links the framework build's objects,
+  // which may be another build's in turn (a framework build that reuses one): where a folder above
+  // them is closed to other users, each run of student code opens the way to them
+  // (Sandbox::reach), and a first run checks that it gets there.
+  void open_the_way() {
+    if (sandbox.user.empty()) return;
+    std::vector<fs::path> dirs = {work};
+    if (!framework.empty()) {
+      dirs.push_back(framework);
+      if (const fs::path source = framework_source_dir(); !source.empty()) dirs.push_back(source);
+      fs::path build = framework;
+      for (int hop = 0; hop < 8; ++hop) {
+        build = cache_value(build, "CLOCKWORK_FRAMEWORK_BUILD");
+        if (build.empty()) break;
+        dirs.push_back(build);
+      }
+    }
+    try {
+      sandbox.reach(dirs);
+    } catch (const std::runtime_error& e) {
+      throw GraderError(e.what());
+    }
+    if (sandbox.openings.empty()) return;
+    std::string closed, held;
+    for (const Sandbox::Opening& o : sandbox.openings) {
+      closed += (closed.empty() ? "" : ", ") + o.closed.string();
+      held += std::string(held.empty() ? "" : "; ") + o.closed.string() + " holds only " +
+              join_list(o.ways);
+    }
+    handout::RunOptions r;
+    r.argv = sandbox.wrap({sandbox.sh, "-c", "for d; do cd \"$d\" || exit 1; done", "sh"});
+    for (const fs::path& d : dirs) r.argv.push_back(d.string());
+    r.timeout_s = 60;
+    r.max_output = 4000;
+    const handout::RunResult got = handout::run_process(r);
+    if (!got.succeeded()) {
+      throw GraderError("the student user '" + sandbox.user + "' cannot reach the work folder: " +
+                        closed + " may not be entered by other users, and opening the way in a " +
+                        "mount namespace failed (" + got.describe() + "):\n" + got.output +
+                        "(chmod o+x, or use a folder elsewhere)");
+    }
+    std::cerr << "clockwork-grade: " << closed << " may not be entered by other users: opened in "
+              << "each run of student code, where " << held << "\n";
+  }
+
+  // A value of a build's CMake cache ("" when it has none).
+  static fs::path cache_value(const fs::path& build, const std::string& name) {
+    std::ifstream in(build / "CMakeCache.txt");
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind(name + ":", 0) != 0) continue;
+      const size_t eq = line.find('=');
+      return eq == std::string::npos ? fs::path() : fs::path(line.substr(eq + 1));
+    }
+    return {};
   }
 
   // A value the framework build's manifest sets ("" when it sets none).
@@ -1339,15 +1396,6 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
                                 fs::perms::others_read | fs::perms::others_exec);
     fs::permissions(p.reports_dir, fs::perms::owner_all);
     if (fs::exists(p.build_dir)) p.sandbox.take_back(p.build_dir);
-    // The student user builds and runs in the work folder, and links the framework build's
-    // objects: both must be reachable through folders anyone may enter.
-    for (const fs::path& dir : {p.work, opt.framework_build.empty() ? p.work : fs::weakly_canonical(opt.framework_build)}) {
-      if (const fs::path up = closed_ancestor(dir); !up.empty()) {
-        throw GraderError("the student user '" + p.sandbox.user + "' cannot reach " + dir.string() + ": " +
-                          up.string() + " may not be entered by other users (chmod o+x " + up.string() +
-                          ", or use a folder elsewhere)");
-      }
-    }
   }
 
   p.top << "Clockwork autograder: " << (p.backend == "cuda" ? "GPU (nvcc)" : "CPU backend (cudasim)")
@@ -1366,6 +1414,7 @@ json grade_or_throw(const GradeOptions& opt, Pipeline& p, const std::chrono::ste
   };
   phase("preparing the tree");
   p.prepare_framework();
+  p.open_the_way();
   phase("framework up to date");
   p.configure();
   p.protect_secrets(framework, source);

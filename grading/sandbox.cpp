@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
@@ -55,6 +57,41 @@ std::vector<std::string> Sandbox::wrap(const std::vector<std::string>& argv) con
     // --kill-child: the run ends when its first process does, and the kernel then ends every
     // other process of the namespace (setsid and double forks included).
     w.insert(w.end(), {"--pid", "--fork", "--kill-child", "--mount-proc"});
+  }
+  if (!openings.empty()) {
+    // Between unshare and setpriv, still root, in the run's own mount namespace (--mount-proc
+    // makes one, private to the run). A closed folder's entries on the way are opened first
+    // (a descriptor keeps each one's original), then the closed folder is covered with an empty
+    // tmpfs that anyone may enter, and each entry is bound back from its descriptor. The paths
+    // are arguments, never part of the script's text.
+    std::vector<std::string> args = {mount, mkdir};
+    auto arg = [&](const std::string& value) {
+      args.push_back(value);
+      return "\"${" + std::to_string(args.size()) + "}\"";
+    };
+    std::string script = "set -e\n";
+    for (const Opening& o : openings) {
+      const std::string closed = arg(o.closed.string());
+      std::vector<std::string> ways;
+      script += "exec";
+      for (size_t i = 0; i < o.ways.size(); ++i) {
+        ways.push_back(arg(o.ways[i]));
+        script += " " + std::to_string(3 + i) + "<" + closed + "/" + ways.back();
+      }
+      script += "\n\"$1\" -t tmpfs -o mode=0711,size=64k,nosuid,nodev,noexec clockwork-sandbox " +
+                closed + "\n";
+      for (size_t i = 0; i < ways.size(); ++i) {
+        script += "\"$2\" " + closed + "/" + ways[i] +
+                  "\n\"$1\" --no-canonicalize --rbind /proc/self/fd/" + std::to_string(3 + i) +
+                  " " + closed + "/" + ways[i] + "\n";
+      }
+      script += "exec";
+      for (size_t i = 0; i < ways.size(); ++i) script += " " + std::to_string(3 + i) + "<&-";
+      script += "\n";
+    }
+    script += "shift " + std::to_string(args.size()) + "\nexec \"$@\"\n";
+    w.insert(w.end(), {sh, "-c", script, "clockwork-sandbox"});
+    w.insert(w.end(), args.begin(), args.end());
   }
   if (!user.empty()) {
     // Changing the user clears the parent-death signal that unshare --kill-child gave this
@@ -139,6 +176,9 @@ Sandbox make_sandbox(const std::string& user) {
       s.gid = pw->pw_gid;
     }
   }
+  s.sh = handout::find_program("sh");
+  s.mount = handout::find_program("mount");
+  s.mkdir = handout::find_program("mkdir");
   if (!s.unshare.empty()) {
     const std::vector<std::string> probe = {"--pid", "--fork", "--kill-child", "--mount-proc", "true"};
     std::vector<std::string> argv = {s.unshare};
@@ -155,13 +195,44 @@ Sandbox make_sandbox(const std::string& user) {
   return s;
 }
 
-std::filesystem::path closed_ancestor(const std::filesystem::path& path) {
-  for (std::filesystem::path up = path.parent_path(); !up.empty(); up = up.parent_path()) {
-    struct stat st{};
-    if (::stat(up.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) return up;
-    if (up == up.root_path()) break;
+void Sandbox::reach(const std::vector<fs::path>& paths) {
+  // Each closed folder above a path, with the entry below it on the way to that path. The map
+  // puts a folder before the folders inside it, the order the openings are made in.
+  std::map<fs::path, std::set<std::string>> ways;
+  fs::path behind;  // a path behind the outermost closed folder, for the message
+  for (const fs::path& path : paths) {
+    std::error_code ec;
+    const fs::path p = fs::weakly_canonical(path, ec);
+    if (ec || !p.is_absolute()) continue;
+    for (fs::path below = p; below.has_relative_path(); below = below.parent_path()) {
+      struct stat st {};
+      const fs::path up = below.parent_path();
+      if (::stat(up.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+        ways[up].insert(below.filename().string());
+        if (ways.begin()->first == up) behind = p;
+      }
+    }
   }
-  return {};
+  if (ways.empty()) return;
+  const fs::path first = ways.begin()->first;
+  auto cannot = [&](const std::string& why) {
+    return std::runtime_error("the student user '" + user + "' cannot reach " + behind.string() +
+                              ": " + first.string() + " may not be entered by other users, and " +
+                              why + " (chmod o+x " + first.string() +
+                              ", or use a folder elsewhere)");
+  };
+  if (user.empty()) return;  // student code runs as the grader's own user, who reaches them
+  if (!pid_namespace || user_namespace)
+    throw cannot("this machine gives the runs no mount namespace to open it in");
+  if (sh.empty() || mount.empty() || mkdir.empty())
+    throw cannot("sh, mount or mkdir is missing to open it with");
+  std::vector<Opening> made;
+  for (const auto& [closed, names] : ways) {
+    // One descriptor per entry, 3 to 9: the shell's redirections take a single digit.
+    if (names.size() > 7) throw cannot("more than 7 of its entries lead to the folders to reach");
+    made.push_back({closed, {names.begin(), names.end()}});
+  }
+  openings = std::move(made);
 }
 
 }  // namespace clockwork::grading

@@ -24,6 +24,24 @@ struct Sandbox {
   std::string unshare, setpriv;  ///< the programs, when used
   std::string why_weaker;        ///< what kept the isolation from being complete ("" when complete)
 
+  /// A folder that other users may not enter (no o+x) above a folder the student user must reach,
+  /// with the names of its entries on the way there (see reach()).
+  struct Opening {
+    std::filesystem::path closed;
+    std::vector<std::string> ways;
+  };
+  std::vector<Opening> openings;  ///< outermost first
+  std::string sh, mount, mkdir;   ///< the programs that make the openings, when there are any
+
+  /// Lets the student user reach the folders `paths` although a folder above one of them is closed
+  /// to other users: a tree under /root, or a clone in a private temporary folder. Each run then
+  /// sees, in a mount namespace of its own, an empty folder that anyone may enter (a small tmpfs)
+  /// over each closed folder, with only the entries on the way to `paths` bound back into it. The
+  /// student user gains the way to `paths` and nothing else of the closed folder, and nothing
+  /// changes outside the run. Throws std::runtime_error, naming the closed folder, when this
+  /// sandbox cannot do it (no student user, or no mount namespace or mount(8) to do it with).
+  void reach(const std::vector<std::filesystem::path>& paths);
+
   /// `argv` run as described: the program then runs as `user` in a PID namespace of its own.
   std::vector<std::string> wrap(const std::vector<std::string>& argv) const;
 
@@ -41,10 +59,6 @@ struct Sandbox {
   /// One paragraph for the overall output: how student code ran.
   std::string describe() const;
 };
-
-/// The first folder above `path` that users other than its owner may not enter (no o+x), or an
-/// empty path when every one may be: the student user can reach `path` only in the second case.
-std::filesystem::path closed_ancestor(const std::filesystem::path& path);
 
 /// The sandbox this machine allows. `user` is the account student code runs as when the grader
 /// is root; it is created (a system account with no login) when missing. Never throws: what

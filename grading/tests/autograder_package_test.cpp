@@ -73,14 +73,6 @@ class AutograderPackage : public ::testing::Test {
     }
     fs::create_directories(work_);
     work_ = fs::canonical(work_);
-    // As root, the packaged grader runs student code as another user, who must reach this folder.
-    if (geteuid() == 0) {
-      if (const fs::path closed = closed_ancestor(work_); !closed.empty()) {
-        GTEST_SKIP() << "cannot grade as root here: " << closed
-                     << " may not be entered by other users; build in a folder whose parents are "
-                        "open (chmod o+x) to run this test";
-      }
-    }
     root_ = work_ / "root";
     // The scripts find cmake in PATH, as they would on Gradescope: the one this build uses first.
     path_ = fs::path(cmake_).parent_path().string() + ":" + env("PATH");

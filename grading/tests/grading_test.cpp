@@ -595,6 +595,28 @@ TEST(Sandbox, WrapsOnlyWhatItHas) {
                                       "--no-new-privs", "--pdeathsig", "KILL", "--", "prog"}));
   EXPECT_NE(full.describe().find("unprivileged user 'student'"), std::string::npos) << full.describe();
   EXPECT_NE(none.describe().find("own user"), std::string::npos) << none.describe();
+
+  // With a closed folder to open, a shell between unshare and setpriv does it. The folders are its
+  // arguments, never part of its text, whatever characters they hold.
+  full.sh = "/bin/sh";
+  full.mount = "/bin/mount";
+  full.mkdir = "/bin/mkdir";
+  full.openings = {{"/home/it's \"$(here)\"", {"tree", "a b"}}};
+  const std::vector<std::string> w = full.wrap({"prog"});
+  ASSERT_GE(w.size(), 10u);
+  EXPECT_EQ(std::vector<std::string>(w.begin(), w.begin() + 5),
+            (std::vector<std::string>{"/usr/bin/unshare", "--pid", "--fork", "--kill-child",
+                                      "--mount-proc"}));
+  EXPECT_EQ(std::vector<std::string>(w.begin() + 5, w.begin() + 7),
+            (std::vector<std::string>{"/bin/sh", "-c"}));
+  const std::string script = w[7];
+  EXPECT_EQ(script.find("here"), std::string::npos) << script;
+  EXPECT_EQ(script.find("tree"), std::string::npos) << script;
+  EXPECT_EQ(std::vector<std::string>(w.begin() + 8, w.begin() + 14),
+            (std::vector<std::string>{"clockwork-sandbox", "/bin/mount", "/bin/mkdir",
+                                      "/home/it's \"$(here)\"", "tree", "a b"}));
+  EXPECT_EQ(w[14], "/usr/bin/setpriv");
+  EXPECT_EQ(w.back(), "prog");
 }
 
 // The sandbox this machine gives: as root, another user that cannot write the grader's files; with
@@ -635,6 +657,71 @@ TEST(Sandbox, OnThisMachine) {
     EXPECT_FALSE(fs::exists(late)) << "a process outlived its run";
   }
   fs::remove_all(dir);
+}
+
+// A work folder inside a folder closed to other users (a clone in a `mktemp -d` folder, a tree
+// under /root): each run sees the way to the folders it needs and nothing else of the closed
+// folders, and nothing changes for anyone else.
+TEST(Sandbox, OpensTheWayThroughClosedFolders) {
+  Sandbox box = make_sandbox("clockwork-student");
+  if (box.user.empty() || !box.pid_namespace) {
+    GTEST_SKIP() << "student code runs as the grader's own user here, who reaches every folder: "
+                 << box.describe();
+  }
+  // top (0700) / tree / work / f, top / secret / s, and tree / inner (0700) / build / g: two
+  // closed folders on the way, one inside the other.
+  const fs::path top =
+      fs::temp_directory_path() / ("clockwork-reach-test-" + std::to_string(getpid()));
+  fs::remove_all(top);
+  fs::create_directories(top / "tree/work");
+  fs::create_directories(top / "tree/inner/build");
+  fs::create_directories(top / "secret");
+  std::ofstream(top / "tree/work/f") << "work";
+  std::ofstream(top / "tree/inner/build/g") << "build";
+  std::ofstream(top / "secret/s") << "secret";
+  fs::permissions(top, fs::perms::owner_all);
+  fs::permissions(top / "tree/inner", fs::perms::owner_all);
+  for (const char* f : {"tree/work/f", "tree/inner/build/g", "secret/s"}) {
+    fs::permissions(top / f,
+                    fs::perms::owner_read | fs::perms::owner_write | fs::perms::others_read);
+  }
+  auto run = [&](const Sandbox& b, const std::string& script) {
+    handout::RunOptions o;
+    o.argv = b.wrap({"/bin/sh", "-c", script});
+    o.timeout_s = 30;
+    return handout::run_process(o);
+  };
+  const std::string both =
+      "cat " + (top / "tree/work/f").string() + " " + (top / "tree/inner/build/g").string();
+  EXPECT_FALSE(run(box, both).succeeded())
+      << "the closed folders let the student user through by themselves";
+
+  box.reach({top / "tree/work", top / "tree/inner/build"});
+  ASSERT_EQ(box.openings.size(), 2u);
+  EXPECT_EQ(box.openings[0].closed, top);
+  EXPECT_EQ(box.openings[0].ways, std::vector<std::string>{"tree"});
+  EXPECT_EQ(box.openings[1].closed, top / "tree/inner");
+  EXPECT_EQ(box.openings[1].ways, std::vector<std::string>{"build"});
+  const handout::RunResult r = run(box, both);
+  EXPECT_TRUE(r.succeeded()) << r.describe() << "\n" << r.output;
+  EXPECT_EQ(r.output, "workbuild");
+  // Nothing else of a closed folder: not its other entries, not its listing.
+  EXPECT_FALSE(run(box, "cat " + (top / "secret/s").string()).succeeded());
+  EXPECT_FALSE(run(box, "ls " + top.string()).succeeded());
+  // The runs wrote in what they reached, as before; outside them nothing changed.
+  fs::permissions(top / "tree/work", fs::perms::others_all, fs::perm_options::add);
+  EXPECT_TRUE(run(box, "echo run > " + (top / "tree/work/new").string()).succeeded());
+  EXPECT_EQ(handout::read_file(top / "tree/work/new"), "run\n");
+  EXPECT_EQ(fs::status(top).permissions(), fs::perms::owner_all);
+  EXPECT_TRUE(fs::exists(top / "secret/s"));
+  Sandbox plain = make_sandbox("clockwork-student");
+  EXPECT_FALSE(run(plain, both).succeeded());
+
+  // A path with nothing closed above it needs no opening.
+  Sandbox open = make_sandbox("clockwork-student");
+  open.reach({fs::temp_directory_path()});
+  EXPECT_TRUE(open.openings.empty());
+  fs::remove_all(top);
 }
 
 // The processes whose command line is exactly `argv` (zombies, already ended, left out).
