@@ -228,6 +228,8 @@ void Sandbox::reach(const std::vector<fs::path>& paths) {
     throw cannot("sh, mount or mkdir is missing to open it with");
   std::vector<Opening> made;
   for (const auto& [closed, names] : ways) {
+    if (!closed.has_relative_path())
+      throw cannot("covering the root folder would hide the whole system");
     // One descriptor per entry, 3 to 9: the shell's redirections take a single digit.
     if (names.size() > 7) throw cannot("more than 7 of its entries lead to the folders to reach");
     made.push_back({closed, {names.begin(), names.end()}});
