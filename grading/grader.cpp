@@ -495,12 +495,10 @@ struct Pipeline {
       held += std::string(held.empty() ? "" : "; ") + o.closed.string() + " holds only " +
               join_list(o.ways);
     }
-    handout::RunOptions r;
-    r.argv = sandbox.wrap({sandbox.sh, "-c", "for d; do cd \"$d\" || exit 1; done", "sh"});
-    for (const fs::path& d : dirs) r.argv.push_back(d.string());
-    r.timeout_s = 60;
-    r.max_output = 4000;
-    const handout::RunResult got = handout::run_process(r);
+    std::vector<std::string> probe = {sandbox.sh, "-c", "for d; do cd \"$d\" || exit 1; done",
+                                      "sh"};
+    for (const fs::path& d : dirs) probe.push_back(d.string());
+    const handout::RunResult got = run_logged(probe, work / "reach.log", 60, true);
     if (!got.succeeded()) {
       throw GraderError("the student user '" + sandbox.user + "' cannot reach the work folder: " +
                         closed + " may not be entered by other users, and opening the way in a " +

@@ -176,9 +176,6 @@ Sandbox make_sandbox(const std::string& user) {
       s.gid = pw->pw_gid;
     }
   }
-  s.sh = handout::find_program("sh");
-  s.mount = handout::find_program("mount");
-  s.mkdir = handout::find_program("mkdir");
   if (!s.unshare.empty()) {
     const std::vector<std::string> probe = {"--pid", "--fork", "--kill-child", "--mount-proc", "true"};
     std::vector<std::string> argv = {s.unshare};
@@ -196,6 +193,7 @@ Sandbox make_sandbox(const std::string& user) {
 }
 
 void Sandbox::reach(const std::vector<fs::path>& paths) {
+  if (user.empty()) return;  // student code runs as the grader's own user, who reaches them all
   // Each closed folder above a path, with the entry below it on the way to that path. The map
   // puts a folder before the folders inside it, the order the openings are made in.
   std::map<fs::path, std::set<std::string>> ways;
@@ -221,9 +219,11 @@ void Sandbox::reach(const std::vector<fs::path>& paths) {
                               why + " (chmod o+x " + first.string() +
                               ", or use a folder elsewhere)");
   };
-  if (user.empty()) return;  // student code runs as the grader's own user, who reaches them
   if (!pid_namespace || user_namespace)
     throw cannot("this machine gives the runs no mount namespace to open it in");
+  sh = handout::find_program("sh");
+  mount = handout::find_program("mount");
+  mkdir = handout::find_program("mkdir");
   if (sh.empty() || mount.empty() || mkdir.empty())
     throw cannot("sh, mount or mkdir is missing to open it with");
   std::vector<Opening> made;

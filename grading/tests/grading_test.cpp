@@ -708,6 +708,13 @@ TEST(Sandbox, OpensTheWayThroughClosedFolders) {
   // Nothing else of a closed folder: not its other entries, not its listing.
   EXPECT_FALSE(run(box, "cat " + (top / "secret/s").string()).succeeded());
   EXPECT_FALSE(run(box, "ls " + top.string()).succeeded());
+  // Nor a way back to what the cover hides: no descriptor left open on it, no unmounting it.
+  const handout::RunResult fds = run(box, "ls -l /proc/self/fd/");
+  EXPECT_TRUE(fds.succeeded()) << fds.output;
+  EXPECT_EQ(fds.output.find(top.string()), std::string::npos) << fds.output;
+  EXPECT_FALSE(run(box, "umount " + top.string() + " || umount -l " + top.string()).succeeded());
+  EXPECT_FALSE(
+      run(box, "umount -l " + top.string() + "; cat " + (top / "secret/s").string()).succeeded());
   // The runs wrote in what they reached, as before; outside them nothing changed.
   fs::permissions(top / "tree/work", fs::perms::others_all, fs::perm_options::add);
   EXPECT_TRUE(run(box, "echo run > " + (top / "tree/work/new").string()).succeeded());
