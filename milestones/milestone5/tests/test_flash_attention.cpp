@@ -297,18 +297,20 @@ void check_tensor_cores(Kernel kernel, const Case& c) {
 // flash_attention_mma() (mma.sync), which share their blocks, tiles and rounding.
 
 // A block holds 128 query rows (16·8/group positions of each of the group's heads) and walks
-// key tiles of 32, the next one fetched while it computes on the current one: lengths around
-// both.
+// key tiles of 32 (wmma) or 64 (mma), the next one fetched while it computes on the current one:
+// lengths around all three.
 void tile_boundaries(Kernel kernel) {
   for (const Case& c :
        {Case{1, 2, 1, 16, "one token"}, Case{15, 4, 2, 16, "a warp's 16 rows minus one"},
-        Case{17, 4, 2, 16, "a warp's rows plus one"}, Case{31, 4, 2, 32, "a key tile minus one"},
-        Case{32, 4, 2, 32, "exactly one key tile"},
-        Case{33, 4, 2, 32, "a key tile plus one: a second tile of one key"},
-        Case{63, 4, 2, 32, "two key tiles minus one; group 2: a block of 64 positions"},
-        Case{64, 4, 2, 32, "exactly two key tiles and one block"},
-        Case{65, 4, 2, 32, "a block plus one: a second block of one row"},
-        Case{129, 2, 2, 16, "group 1: a block of 128 positions over five key tiles"}}) {
+        Case{17, 4, 2, 16, "a warp's rows plus one"}, Case{31, 4, 2, 32, "a 32-key tile minus one"},
+        Case{32, 4, 2, 32, "exactly one 32-key tile"},
+        Case{33, 4, 2, 32, "a 32-key tile plus one: a second tile of one key"},
+        Case{63, 4, 2, 32, "a 64-key tile minus one; group 2: a block of 64 positions"},
+        Case{64, 4, 2, 32, "exactly one 64-key tile and one block"},
+        Case{65, 4, 2, 32, "a block plus one: a second block of one row, a key tile of one key"},
+        Case{127, 4, 2, 32, "two 64-key tiles minus one"},
+        Case{128, 4, 2, 32, "exactly two 64-key tiles"},
+        Case{129, 2, 2, 16, "group 1: a block of 128 positions, a last key tile of one key"}}) {
     check_tensor_cores(kernel, c);
   }
 }
@@ -333,18 +335,18 @@ void head_dimensions(Kernel kernel) {
 // in bf16 too): a row's maximum jumps by far more than the wmma kernel's lazy threshold from key
 // tile to key tile, so a kernel must rescale its output accumulators, not only l.
 void scores_in_the_thousands(Kernel kernel) {
-  for (const Case& c : {Case{150, 4, 2, 16, "ratio 2, five key tiles"},
-                        Case{100, 8, 2, 32, "ratio 4, four key tiles"}}) {
+  for (const Case& c :
+       {Case{150, 4, 2, 16, "ratio 2, 150 keys"}, Case{100, 8, 2, 32, "ratio 4, 100 keys"}}) {
     check_tensor_cores(kernel, c, large_score_inputs(c));
   }
 }
 
 // Scores that rise by 1/2 per key along every row (Q and K multiples of powers of two, exact in
-// bf16 and in every sum): each key tile raises a row's maximum by 16, past the lazy threshold,
-// and V carries a different value at every position, so weighting an earlier tile at its stale
-// scale changes the output by about its own size.
+// bf16 and in every sum): each 32 keys raise a row's maximum by 16, past the lazy threshold, and
+// V carries a different value at every position, so weighting an earlier tile at its stale scale
+// changes the output by about its own size.
 void rescales_when_the_maximum_grows(Kernel kernel) {
-  const Case c{200, 2, 1, 16, "scores rise by 16 per key tile"};
+  const Case c{200, 2, 1, 16, "scores rise by 16 per 32 keys"};
   Inputs in = random_inputs(c);
   // Only dim 0 of each row: the score of key p is q·k/sqrt(16) = 8 · (p/4) / 4 = p/2.
   for (size_t i = 0; i < in.q.size(); ++i) in.q[i] = i % c.h_d == 0 ? 8.f : 0.f;
