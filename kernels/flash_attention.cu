@@ -450,6 +450,11 @@ size_t tc_shared_bytes(int group, int head_dim) {
          static_cast<size_t>(warps) * (kTcRows * kTcScorePitch * 4 + kTcRows * kTcProbPitch * 2);
 }
 
+// Shared memory of one flash_attention_mma_kernel() block, in bytes: the staging bytes alone.
+size_t mma_shared_bytes(int group, int head_dim) {
+  return staging_bytes(tc_warps(group), head_dim, kMmaKeys);
+}
+
 // Four floats as bf16 in shared memory, in one 8-byte store. A warp's lanes write 256 bytes side
 // by side: 2 wavefronts, the fewest for 256 bytes. Two 4-byte stores 8 bytes apart would cost 2
 // wavefronts each (lanes i and i + 16 share a bank), so twice the time on the same bytes.
@@ -1092,14 +1097,14 @@ void flash_attention_mma(const float* q, const float* k, const float* v, float* 
   if (s == 0) return;
   with_head_dim(head_dim, [&](auto d) {
     constexpr int D = decltype(d)::value;
-    launch_tc<D, true>(staging_bytes(tc_warps(n_heads / n_kv_heads), D, kMmaKeys), q, k, v, out, s,
-                       n_heads, n_kv_heads, stream);
+    launch_tc<D, true>(mma_shared_bytes(n_heads / n_kv_heads, D), q, k, v, out, s, n_heads,
+                       n_kv_heads, stream);
   });
 }
 
 size_t flash_attention_mma_shared_bytes(int n_heads, int n_kv_heads, int head_dim) {
   if (n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0 || n_heads % n_kv_heads != 0) return 0;
-  return staging_bytes(tc_warps(n_heads / n_kv_heads), head_dim, kMmaKeys);
+  return mma_shared_bytes(n_heads / n_kv_heads, head_dim);
 }
 
 }  // namespace clockwork::kernels
